@@ -1,0 +1,58 @@
+"""Shared vocabulary: shape letters, status codes, enumerations and the input error.
+
+Shape letters used in docstrings and comments throughout the package:
+  L  layers of a workload
+  P  phases per layer (3: forward, input_grad, weight_grad)
+  D  network dimensions
+  K  distinct communicating phases of a problem (identical phases merged, with a weight)
+  I  linear inequality rows, E  linear equality rows
+  B  batch of problems
+
+Units live in names: ``_ns`` / ``_s`` nanoseconds / seconds, ``_bytes`` / ``_gb`` bytes /
+1e9 bytes, ``_gbps`` GB/s per NPU (1 GB = 1e9 bytes, so bytes / GB/s = ns), ``_usd`` dollars.
+"""
+
+from __future__ import annotations
+
+import enum
+
+PHASES = ("forward", "input_grad", "weight_grad")
+COLLECTIVES = ("NONE", "ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL")
+BLOCKS = ("Ring", "FullyConnected", "Switch")
+BLOCK_ABBREV = {"Ring": "RI", "FullyConnected": "FC", "Switch": "SW"}
+
+
+class Collective(enum.IntEnum):
+    NONE = 0
+    ALLREDUCE = 1
+    REDUCESCATTER = 2
+    ALLGATHER = 3
+    ALLTOALL = 4
+
+
+class Block(enum.IntEnum):
+    RING = 0
+    FULLYCONNECTED = 1
+    SWITCH = 2
+
+
+class Status(enum.IntEnum):
+    """Solver outcome codes. Inside jit results carry these ints; nothing raises."""
+
+    OK = 0
+    NOT_CONVERGED = 1
+    INFEASIBLE = 2
+    NONFINITE = 3
+
+
+STATUS_NAMES = {
+    Status.OK: "ok",
+    Status.NOT_CONVERGED: "not converged",
+    Status.INFEASIBLE: "infeasible",
+    Status.NONFINITE: "non-finite",
+}
+
+
+class LibraInputError(ValueError):
+    """Bad user input. The message names the file or field, the line where there is one,
+    and the offending value, in one paragraph (the CLI prints it without a traceback)."""
