@@ -1,0 +1,289 @@
+"""Hydra structured configs for ``python -m libra_jax.train`` and the bridge to model inputs.
+
+The dataclasses below are the *schema* (every key, its type and its default); the YAML files in
+``conf/`` fill in values (STYLE.md section 7, hydra tutorial 5.1). They are registered in Hydra's
+ConfigStore on import:
+
+* ``base_config``                       -- the whole run (:class:`LibraConfig`), first entry of
+  ``conf/config.yaml``'s defaults list;
+* ``constraints/base_constraints``      -- :class:`ConstraintsConfig`, named by every
+  ``conf/constraints/*.yaml``.
+
+:func:`to_inputs` is the boundary: it turns a composed config into plain model inputs
+``(Network, Workload, cost rates or None, ConstraintSpec)``; nothing past it sees a DictConfig.
+Every problem with the config is a :class:`~libra_jax.types.LibraInputError` whose message names
+the config key.
+
+Relative paths (``network.file``, ``cost_model.file``, ``workload.file``,
+``workload.communicator_file``) are looked up first in the directory the command was started in,
+then in the LIBRA inputs shipped with the package (``libra_jax/data/libra_inputs/``), so presets
+can say ``network/3d_network.yml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Any, List, Optional
+
+import numpy as np
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.problem import ConstraintSpec
+from libra_jax.topology import (
+    Network,
+    load_network_file,
+    network_from_lists,
+    parse_notation,
+)
+from libra_jax.types import LibraInputError
+from libra_jax.workload import Workload, check_workload_network, load_workload
+
+#: The LIBRA reference inputs shipped inside the package (second place relative paths are tried).
+DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "libra_inputs"
+
+OBJECTIVES = ("perf", "perf_per_cost")
+TOTAL_BW_MODES = ("eq", "le")
+
+
+@dataclasses.dataclass
+class NetworkConfig:
+    """The network: set exactly one of ``file``, ``notation`` or ``topology`` (+ ``npus``)."""
+
+    file: Optional[str] = None  # LIBRA network YAML (Topology, NpusCount, CostDimension)
+    notation: Optional[str] = None  # e.g. "RI(16)_FC(8)_SW(32)"
+    topology: Optional[List[str]] = None  # [D] block per dim: Ring | FullyConnected | Switch
+    npus: Optional[List[int]] = None  # [D] NPUs per dim (with topology only)
+    cost_tiers: Optional[List[str]] = None  # [D] cost-model row per dim (notation/topology only)
+
+
+@dataclasses.dataclass
+class CostModelConfig:
+    """LIBRA cost model YAML ($ per GB/s per component); null -> the network is not priced."""
+
+    file: Optional[str] = None
+
+
+@dataclasses.dataclass
+class WorkloadConfig:
+    """Training workload: ASTRA-sim 1.0 text (+ communicator YAML) or native YAML."""
+
+    file: Optional[str] = None
+    communicator_file: Optional[str] = None
+
+
+@dataclasses.dataclass
+class ConstraintsConfig:
+    """Constraints on the bandwidth vector ``bw`` [D] in GB/s per NPU."""
+
+    total_bw_gbps: Optional[float] = None  # sum(bw) == (eq) or <= (le) this, GB/s
+    total_bw_mode: str = "eq"  # eq | le
+    lower_gbps: Optional[List[float]] = None  # [D] per-dim lower bounds, GB/s
+    upper_gbps: Optional[List[Optional[float]]] = None  # [D] per-dim upper bounds (null: none)
+    linear: List[str] = dataclasses.field(default_factory=list)  # e.g. "bw[0] >= bw[1]"
+    max_cost_usd: Optional[float] = None  # network cost <= this, $ (needs a cost model)
+
+
+@dataclasses.dataclass
+class LibraConfig:
+    """One optimisation run."""
+
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    cost_model: CostModelConfig = dataclasses.field(default_factory=CostModelConfig)
+    workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+    constraints: ConstraintsConfig = dataclasses.field(default_factory=ConstraintsConfig)
+    objective: str = "perf"  # perf (min step time) | perf_per_cost (min step time x cost)
+
+
+def register_configs() -> None:
+    """Register the schemas in Hydra's ConfigStore (idempotent; runs on import)."""
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=LibraConfig)
+    cs.store(group="constraints", name="base_constraints", node=ConstraintsConfig)
+
+
+register_configs()
+
+
+# --------------------------------------------------------------------------------------------
+# Config -> model inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _as_config(cfg: Any) -> LibraConfig:
+    """The run config as a :class:`LibraConfig` object (accepts a DictConfig or the object)."""
+    if isinstance(cfg, LibraConfig):
+        return cfg
+    if isinstance(cfg, DictConfig):
+        merged = OmegaConf.merge(OmegaConf.structured(LibraConfig), cfg)
+        return OmegaConf.to_object(merged)
+    raise TypeError(f"expected a LibraConfig or DictConfig, got {type(cfg).__name__}")
+
+
+def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None) -> str:
+    """Find the file a config key names.
+
+    Args:
+      value: the path as written in the config.
+      key: the config key, for messages (e.g. ``"network.file"``).
+      base_dir: directory relative paths are tried in first; default the current working
+        directory (Hydra 1.3 does not change it, so this is where the command was started).
+
+    Returns:
+      The path of an existing file (absolute when ``base_dir`` is).
+
+    Raises:
+      LibraInputError: no such file (the message lists the places looked in).
+    """
+    raw = os.path.expanduser(str(value))
+    path = pathlib.Path(raw)
+    if path.is_absolute():
+        candidates = [path]
+    else:
+        base = pathlib.Path(base_dir) if base_dir is not None else pathlib.Path.cwd()
+        candidates = [base / path, DATA_DIR / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return str(candidate)
+    looked = " and ".join(str(c) for c in candidates)
+    hint = "" if path.is_absolute() else " (relative paths are tried in that order)"
+    raise LibraInputError(f"{key}: file {value!r} not found; looked at {looked}{hint}.")
+
+
+def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise LibraInputError(
+            f"{key}: unknown value {value!r}; expected one of {', '.join(choices)}."
+        )
+
+
+def _network_source(net: NetworkConfig) -> str:
+    """Which of ``file`` / ``notation`` / ``topology`` is set; raises unless exactly one."""
+    given = [k for k in ("file", "notation", "topology") if getattr(net, k) is not None]
+    if len(given) != 1:
+        got = (
+            "none is set"
+            if not given
+            else "got " + " and ".join(f"network.{k}={getattr(net, k)!r}" for k in given)
+        )
+        raise LibraInputError(
+            "network: set exactly one of network.file (a LIBRA network YAML), network.notation "
+            "(e.g. \"RI(16)_FC(8)_SW(32)\") or network.topology together with network.npus; "
+            f"{got}. To replace a preset's network, also set its source to null, e.g. "
+            "network.file=null."
+        )
+    source = given[0]
+    if source == "topology" and net.npus is None:
+        raise LibraInputError(
+            f"network.topology={net.topology!r} needs network.npus (NPUs per dimension), "
+            "which is null."
+        )
+    if source != "topology" and net.npus is not None:
+        raise LibraInputError(
+            f"network.npus={net.npus!r} is only used with network.topology, but the network "
+            f"comes from network.{source}; set network.npus=null or give the network as "
+            "network.topology + network.npus (with network.file=null / network.notation=null)."
+        )
+    if source == "file" and net.cost_tiers is not None:
+        raise LibraInputError(
+            f"network.cost_tiers={net.cost_tiers!r} is only used with network.notation or "
+            "network.topology; a network file names its cost tiers itself (CostDimension). "
+            "Set network.cost_tiers=null."
+        )
+    return source
+
+
+def to_inputs(
+    cfg: Any, base_dir: str | os.PathLike | None = None
+) -> tuple[Network, Workload, np.ndarray | None, ConstraintSpec]:
+    """Turn a composed run config into model inputs.
+
+    Args:
+      cfg: the composed config (DictConfig from Hydra, or a :class:`LibraConfig`).
+      base_dir: where relative paths are tried first; default the current working directory.
+
+    Returns:
+      ``(network, workload, cost_rates, spec)``: the :class:`Network`; the :class:`Workload`
+      (checked against the network); ``cost_rates`` [D] $ per GB/s of per-NPU bandwidth on each
+      dimension, or ``None`` when ``cost_model.file`` is null; the
+      :class:`~libra_jax.problem.ConstraintSpec`.
+
+    Raises:
+      LibraInputError: any bad or inconsistent input; the message names the config key (or the
+        file and field) and the offending value.
+    """
+    c = _as_config(cfg)
+
+    # Cheap consistency checks first, before any file is read.
+    _check_choice("objective", c.objective, OBJECTIVES)
+    _check_choice("constraints.total_bw_mode", c.constraints.total_bw_mode, TOTAL_BW_MODES)
+    source = _network_source(c.network)
+    if c.cost_model.file is None:
+        if c.objective == "perf_per_cost":
+            raise LibraInputError(
+                "objective=perf_per_cost needs a cost model, but cost_model.file is null; set "
+                "cost_model.file (e.g. cost_model/3d_cost_model.yml) or use objective=perf."
+            )
+        if c.constraints.max_cost_usd is not None:
+            raise LibraInputError(
+                f"constraints.max_cost_usd={c.constraints.max_cost_usd!r} needs a cost model, "
+                "but cost_model.file is null; set cost_model.file or "
+                "constraints.max_cost_usd=null."
+            )
+    if c.workload.file is None:
+        raise LibraInputError(
+            "workload.file is null; give a workload (ASTRA-sim 1.0 text or native YAML), e.g. "
+            "workload.file=workload/Turing_NLG.txt, or pick a preset such as conf=turing_nlg."
+        )
+
+    # Resolve every path before loading anything, so a typo is reported at once.
+    network_path = (
+        resolve_path(c.network.file, "network.file", base_dir) if source == "file" else None
+    )
+    cost_path = (
+        resolve_path(c.cost_model.file, "cost_model.file", base_dir)
+        if c.cost_model.file is not None
+        else None
+    )
+    workload_path = resolve_path(c.workload.file, "workload.file", base_dir)
+    communicator_path = (
+        resolve_path(c.workload.communicator_file, "workload.communicator_file", base_dir)
+        if c.workload.communicator_file is not None
+        else None
+    )
+
+    if source == "file":
+        network = load_network_file(network_path)
+    elif source == "notation":
+        network = parse_notation(
+            c.network.notation, cost_tiers=c.network.cost_tiers, source="network.notation"
+        )
+    else:
+        network = network_from_lists(
+            c.network.topology, c.network.npus, cost_tiers=c.network.cost_tiers, source="network"
+        )
+
+    cost_rates = None
+    if cost_path is not None:
+        cost_rates = np.asarray(
+            cost_rates_usd_per_gbps(network, load_cost_model(cost_path)), dtype=np.float64
+        )
+
+    workload = load_workload(
+        workload_path, communicator_file=communicator_path, num_dims=network.num_dims
+    )
+    check_workload_network(workload, network)
+
+    k = c.constraints
+    spec = ConstraintSpec(
+        total_bw_gbps=k.total_bw_gbps,
+        total_bw_mode=k.total_bw_mode,
+        lower_gbps=None if k.lower_gbps is None else list(k.lower_gbps),
+        upper_gbps=None if k.upper_gbps is None else list(k.upper_gbps),
+        linear=list(k.linear),
+        max_cost_usd=k.max_cost_usd,
+    )
+    return network, workload, cost_rates, spec

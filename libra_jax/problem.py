@@ -1,0 +1,438 @@
+"""The optimisation problem as a pytree of arrays, and its host-side construction.
+
+A LIBRA problem over the per-NPU bandwidth vector ``bw`` [D] (GB/s) is
+
+    minimise   step_time(bw) = compute + sum_k weight_k * max_d traffic_kd / bw_d
+    subject to lo <= bw <= hi,  a_eq @ bw == b_eq,  a_in @ bw <= b_in
+
+(``perf``), or step_time(bw) * cost_rate @ bw (``perf_per_cost``). ``traffic_kd`` is what the
+k-th distinct communicating phase puts on dimension d (GB, so GB / (GB/s) = s); identical phases
+are merged and counted by ``weight``. The total-bandwidth constraint, the user's linear
+constraints and the cost budget are all rows of (a_eq, b_eq) or (a_in, b_in), each scaled to
+unit norm so that violations are comparable.
+
+`build_problem` validates everything on the host (numpy + an LP from scipy's HiGHS for the
+feasibility, boundedness and interior-point checks, which also name the constraints that
+conflict) and raises `LibraInputError`; nothing inside jit raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.optimize
+
+from libra_jax.collectives import traffic_bytes
+from libra_jax.linear import parse_linear_constraints
+from libra_jax.types import LibraInputError
+
+
+@dataclasses.dataclass
+class ConstraintSpec:
+    """User constraints on the bandwidth vector (GB/s per NPU per dimension).
+
+    Attributes:
+      total_bw_gbps: sum of per-dimension bandwidths, or None for no such constraint.
+      total_bw_mode: "eq" (sum == total) or "le" (sum <= total).
+      lower_gbps: per-dimension lower bounds [D] or None (0 everywhere).
+      upper_gbps: per-dimension upper bounds [D] or None (none); entries may be None.
+      linear: linear constraint strings, e.g. "bw[0] >= bw[1]" (see `linear.py`).
+      max_cost_usd: network cost budget ($) or None.
+    """
+
+    total_bw_gbps: float | None = None
+    total_bw_mode: str = "eq"
+    lower_gbps: Sequence[float] | None = None
+    upper_gbps: Sequence[float | None] | None = None
+    linear: Sequence[str] = ()
+    max_cost_usd: float | None = None
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One bandwidth-allocation problem. Array leaves only; sizes come from shapes."""
+
+    traffic_gb: jax.Array  # [K, D] GB each distinct communicating phase moves per dim
+    weight: jax.Array  # [K] how many times that phase occurs in one step
+    compute_s: jax.Array  # [] total compute time of one step (s)
+    cost_rate: jax.Array  # [D] $ per (GB/s per NPU) on each dim; 0 without a cost model
+    lo: jax.Array  # [D] lower bound (GB/s), >= 0
+    hi: jax.Array  # [D] upper bound (GB/s), +inf for none
+    upper: jax.Array  # [D] finite upper bound implied by all constraints (GB/s)
+    a_eq: jax.Array  # [E, D] equality rows, unit norm
+    b_eq: jax.Array  # [E]
+    a_in: jax.Array  # [I, D] inequality rows (a_in @ bw <= b_in), unit norm
+    b_in: jax.Array  # [I]
+    lo_tight: jax.Array  # [D] bool: lower bound holds with equality on all of the set
+    hi_tight: jax.Array  # [D] bool: upper bound holds with equality on all of the set
+    in_tight: jax.Array  # [I] bool: inequality row holds with equality on all of the set
+    interior: jax.Array  # [D] a point strictly inside every non-tight inequality
+    min_cost_bw: jax.Array  # [D] a feasible point of least network cost
+    total_bw_gbps: jax.Array  # [] the total of the equal split baseline (see baseline)
+    has_cost: bool = dataclasses.field(metadata=dict(static=True), default=False)
+    row_names: tuple = dataclasses.field(metadata=dict(static=True), default=())
+
+    @property
+    def num_dims(self) -> int:
+        return self.traffic_gb.shape[-1]
+
+
+def merge_phases(traffic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drops phases that move no bytes and merges identical ones.
+
+    Args:
+      traffic: [N, D] per-phase traffic (any unit).
+
+    Returns:
+      (unique [K, D], count [K]) in first-appearance order.
+    """
+    traffic = np.asarray(traffic, np.float64)
+    traffic = traffic[(traffic > 0).any(axis=1)]
+    if traffic.shape[0] == 0:
+        return traffic, np.zeros((0,), np.float64)
+    uniq, first, counts = np.unique(traffic, axis=0, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    return uniq[order], counts[order].astype(np.float64)
+
+
+def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
+    if values is None:
+        return np.full(num_dims, default, np.float64)
+    values = list(values)
+    if len(values) != num_dims:
+        raise LibraInputError(
+            f"{field} = {values}: has {len(values)} entries but the network has {num_dims} "
+            "dimensions (give one value per dimension, or null)."
+        )
+    out = np.empty(num_dims, np.float64)
+    for i, v in enumerate(values):
+        if v is None:
+            out[i] = default
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.") from None
+        if math.isnan(out[i]):
+            raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.")
+    return out
+
+
+def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
+    return scipy.optimize.linprog(
+        c,
+        A_ub=a_ub if len(b_ub) else None,
+        b_ub=b_ub if len(b_ub) else None,
+        A_eq=a_eq if len(b_eq) else None,
+        b_eq=b_eq if len(b_eq) else None,
+        bounds=bounds,
+        method="highs",
+    )
+
+
+@dataclasses.dataclass
+class _Rows:
+    """Named linear constraints (host side), for diagnosis and assembly."""
+
+    a: list
+    b: list
+    eq: list
+    names: list
+
+    def add(self, a, b, eq, name):
+        a = np.asarray(a, np.float64)
+        norm = np.linalg.norm(a)
+        if norm == 0.0:
+            raise LibraInputError(f"{name}: has no bandwidth term.")
+        self.a.append(a / norm)
+        self.b.append(float(b) / norm)
+        self.eq.append(bool(eq))
+        self.names.append(name)
+
+    def arrays(self, keep=None):
+        idx = [i for i in range(len(self.b)) if keep is None or i in keep]
+        d = len(self.a[0]) if self.a else 0
+        a = np.array([self.a[i] for i in idx]).reshape(len(idx), d)
+        b = np.array([self.b[i] for i in idx])
+        eq = np.array([self.eq[i] for i in idx], bool)
+        return a[eq], b[eq], a[~eq], b[~eq]
+
+
+def _feasible(rows: _Rows, keep, lo, hi, keep_box) -> bool:
+    d = len(lo)
+    a_eq, b_eq, a_in, b_in = rows.arrays(keep)
+    bounds = [
+        (lo[i] if ("lo", i) in keep_box else None,
+         hi[i] if ("hi", i) in keep_box and np.isfinite(hi[i]) else None)
+        for i in range(d)
+    ]
+    res = _linprog(np.zeros(d), a_in, b_in, a_eq, b_eq, bounds)
+    return res.status == 0
+
+
+def _conflict(rows: _Rows, lo, hi, lower_field, upper_field) -> list[str]:
+    """Deletion filter: a minimal set of constraints that cannot hold together."""
+    keep = set(range(len(rows.b)))
+    keep_box = {("lo", i) for i in range(len(lo))} | {
+        ("hi", i) for i in range(len(hi)) if np.isfinite(hi[i])
+    }
+    for i in sorted(keep):
+        if not _feasible(rows, keep - {i}, lo, hi, keep_box):
+            keep.discard(i)
+    for item in sorted(keep_box):
+        if not _feasible(rows, keep, lo, hi, keep_box - {item}):
+            keep_box.discard(item)
+    names = [rows.names[i] for i in sorted(keep)]
+    for kind, i in sorted(keep_box):
+        if kind == "lo":
+            names.append(f"{lower_field}[{i}] = {lo[i]:g} (bandwidth >= lower bound)")
+        else:
+            names.append(f"{upper_field}[{i}] = {hi[i]:g}")
+    return names
+
+
+def build_problem(
+    network,
+    workload,
+    cost_rates_usd_per_gbps: np.ndarray | None,
+    spec: ConstraintSpec,
+    *,
+    field_prefix: str = "constraints",
+) -> Problem:
+    """Validates the inputs and builds the `Problem` (float64 arrays).
+
+    Args:
+      network: `topology.Network`.
+      workload: `workload.Workload` already checked against the network.
+      cost_rates_usd_per_gbps: [D] $ per GB/s of each dim, or None without a cost model.
+      spec: the constraints.
+      field_prefix: config prefix used in error messages.
+
+    Raises:
+      LibraInputError: bad values, unbounded bandwidth, or constraints that cannot hold
+        together (the message lists a minimal conflicting subset).
+    """
+    d = network.num_dims
+    traffic = np.asarray(
+        traffic_bytes(
+            np.asarray(workload.collective),
+            np.asarray(workload.size_bytes, np.float64),
+            np.asarray(workload.communicator),
+        ),
+        np.float64,
+    ).reshape(-1, d)
+    traffic_gb, weight = merge_phases(traffic / 1e9)
+    compute_s = float(np.sum(workload.compute_ns)) / 1e9
+    return problem_from_arrays(
+        traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
+        field_prefix=field_prefix,
+    )
+
+
+def problem_from_arrays(
+    traffic_gb: np.ndarray,
+    weight: np.ndarray,
+    compute_s: float,
+    cost_rates_usd_per_gbps: np.ndarray | None,
+    spec: ConstraintSpec,
+    *,
+    field_prefix: str = "constraints",
+) -> Problem:
+    """`build_problem` from traffic arrays: traffic_gb [K, D] (GB), weight [K], compute_s (s)."""
+    traffic_gb = np.asarray(traffic_gb, np.float64)
+    weight = np.asarray(weight, np.float64)
+    d = traffic_gb.shape[1]
+    f = field_prefix
+    has_cost = cost_rates_usd_per_gbps is not None
+    rates = (
+        np.zeros(d) if not has_cost else np.asarray(cost_rates_usd_per_gbps, np.float64)
+    )
+    lo = _vector(spec.lower_gbps, d, f"{f}.lower_gbps", 0.0)
+    hi = _vector(spec.upper_gbps, d, f"{f}.upper_gbps", math.inf)
+    for i in range(d):
+        if lo[i] < 0 or not np.isfinite(lo[i]):
+            raise LibraInputError(
+                f"{f}.lower_gbps[{i}] = {lo[i]:g}: a bandwidth bound must be a finite number >= 0."
+            )
+        if hi[i] <= 0:
+            raise LibraInputError(f"{f}.upper_gbps[{i}] = {hi[i]:g}: must be > 0.")
+        if hi[i] < lo[i]:
+            raise LibraInputError(
+                f"{f}.upper_gbps[{i}] = {hi[i]:g} is below {f}.lower_gbps[{i}] = {lo[i]:g}."
+            )
+
+    rows = _Rows([], [], [], [])
+    total = spec.total_bw_gbps
+    if total is not None:
+        total = float(total)
+        if not total > 0 or not np.isfinite(total):
+            raise LibraInputError(f"{f}.total_bw_gbps = {spec.total_bw_gbps}: must be > 0.")
+        if spec.total_bw_mode not in ("eq", "le"):
+            raise LibraInputError(
+                f"{f}.total_bw_mode = {spec.total_bw_mode!r}: must be 'eq' or 'le'."
+            )
+        rows.add(np.ones(d), total, spec.total_bw_mode == "eq",
+                 f"{f}.total_bw_gbps = {total:g} (sum of bandwidths "
+                 f"{'==' if spec.total_bw_mode == 'eq' else '<='} {total:g})")
+    elif spec.total_bw_mode not in ("eq", "le"):
+        raise LibraInputError(f"{f}.total_bw_mode = {spec.total_bw_mode!r}: must be 'eq' or 'le'.")
+    linear = list(spec.linear or ())
+    a_eq_l, b_eq_l, a_in_l, b_in_l = parse_linear_constraints(linear, d, f"{f}.linear")
+    # Keep the user's index for messages: re-parse one at a time (cheap, a few strings).
+    for i, s in enumerate(linear):
+        ae, be, ai, bi = parse_linear_constraints([s], d, f"{f}.linear")
+        for a, b in zip(ae, be):
+            rows.add(a, b, True, f'{f}.linear[{i}] = "{s}"')
+        for a, b in zip(ai, bi):
+            rows.add(a, b, False, f'{f}.linear[{i}] = "{s}"')
+    del a_eq_l, b_eq_l, a_in_l, b_in_l
+    if spec.max_cost_usd is not None:
+        budget = float(spec.max_cost_usd)
+        if not has_cost:
+            raise LibraInputError(
+                f"{f}.max_cost_usd = {spec.max_cost_usd}: a cost budget needs a cost model "
+                "(set cost_model.file)."
+            )
+        if not budget > 0:
+            raise LibraInputError(f"{f}.max_cost_usd = {spec.max_cost_usd}: must be > 0.")
+        rows.add(rates, budget, False, f"{f}.max_cost_usd = {budget:g} (network cost <= budget)")
+
+    a_eq, b_eq, a_in, b_in = rows.arrays()
+    names_eq = [n for n, e in zip(rows.names, rows.eq) if e]
+    names_in = [n for n, e in zip(rows.names, rows.eq) if not e]
+    bounds = [(lo[i], hi[i] if np.isfinite(hi[i]) else None) for i in range(d)]
+    res = _linprog(np.zeros(d), a_in, b_in, a_eq, b_eq, bounds)
+    if res.status == 2:
+        names = _conflict(rows, lo, hi, f"{f}.lower_gbps", f"{f}.upper_gbps")
+        raise LibraInputError(
+            "the constraints cannot all hold: no bandwidth vector satisfies "
+            + "; ".join(names)
+            + ". Relax or remove one of them."
+        )
+    if res.status != 0:
+        raise LibraInputError(f"could not check the constraints ({res.message}).")
+
+    # Upper bound of each dim over the feasible set (bounded problems only).
+    upper = np.empty(d)
+    for i in range(d):
+        c = np.zeros(d)
+        c[i] = -1.0
+        r = _linprog(c, a_in, b_in, a_eq, b_eq, bounds)
+        if r.status == 3:
+            raise LibraInputError(
+                f"the bandwidth of dimension {i} is unbounded under the given constraints: "
+                f"set {f}.total_bw_gbps, {f}.upper_gbps[{i}] or {f}.max_cost_usd."
+            )
+        upper[i] = -r.fun
+
+    # Which inequalities hold with equality on the whole set (implicit equalities)? The
+    # barrier needs a strict interior, so those become equalities there.
+    def min_over_set(c):
+        return _linprog(np.asarray(c, np.float64), a_in, b_in, a_eq, b_eq, bounds).fun
+
+    tol = 1e-9 * max(1.0, float(np.max(np.abs(upper))))
+    unit = np.eye(d)
+    lo_tight = np.array([upper[i] - lo[i] <= tol for i in range(d)], bool)
+    hi_tight = np.array(
+        [bool(np.isfinite(hi[i]) and hi[i] - min_over_set(unit[i]) <= tol) for i in range(d)],
+        bool,
+    )
+    in_tight = np.array(
+        [b_in[j] - min_over_set(a_in[j]) <= tol for j in range(len(b_in))], bool
+    )
+
+    # Interior: maximise the smallest slack of the non-tight inequalities.
+    interior = _interior_point(lo, hi, lo_tight, hi_tight, a_in, b_in, in_tight, a_eq, b_eq, upper)
+    used = (traffic_gb > 0).any(axis=0)
+    for i in range(d):
+        if used[i] and upper[i] <= 0:
+            raise LibraInputError(
+                f"dimension {i} carries traffic but the constraints force its bandwidth to 0."
+            )
+    if has_cost:
+        r = _linprog(rates, a_in, b_in, a_eq, b_eq, bounds)
+        min_cost_bw = np.clip(r.x, lo, np.where(np.isfinite(hi), hi, np.inf))
+    else:
+        min_cost_bw = interior.copy()
+    if total is None:
+        # Baseline total: the largest equal split the constraints allow, else the interior's.
+        total_base = float(np.sum(interior))
+    else:
+        total_base = total
+    return Problem(
+        traffic_gb=jnp.asarray(traffic_gb.reshape(-1, d)),
+        weight=jnp.asarray(weight),
+        compute_s=jnp.asarray(compute_s, jnp.float64),
+        cost_rate=jnp.asarray(rates),
+        lo=jnp.asarray(lo),
+        hi=jnp.asarray(hi),
+        upper=jnp.asarray(upper),
+        a_eq=jnp.asarray(a_eq.reshape(-1, d)),
+        b_eq=jnp.asarray(b_eq),
+        a_in=jnp.asarray(a_in.reshape(-1, d)),
+        b_in=jnp.asarray(b_in),
+        lo_tight=jnp.asarray(lo_tight),
+        hi_tight=jnp.asarray(hi_tight),
+        in_tight=jnp.asarray(in_tight),
+        interior=jnp.asarray(interior),
+        min_cost_bw=jnp.asarray(min_cost_bw),
+        total_bw_gbps=jnp.asarray(total_base, jnp.float64),
+        has_cost=has_cost,
+        row_names=tuple(names_eq) + tuple(names_in),
+    )
+
+
+def _interior_point(lo, hi, lo_tight, hi_tight, a_in, b_in, in_tight, a_eq, b_eq, upper):
+    """A point of the set that maximises the smallest slack of its non-tight inequalities.
+
+    Tight inequalities become equalities, so the point lies in the relative interior.
+    """
+    d = len(lo)
+    cap = max(1.0, float(np.max(upper)))
+    # Variables (bw [D], r): maximise r subject to slack_i >= r for every non-tight row.
+    rows_a, rows_b = [], []
+    eq_a, eq_b = [list(a) + [0.0] for a in a_eq], list(b_eq)
+    for j in range(len(b_in)):
+        if in_tight[j]:
+            eq_a.append(list(a_in[j]) + [0.0])
+            eq_b.append(b_in[j])
+        else:
+            rows_a.append(list(a_in[j]) + [1.0])
+            rows_b.append(b_in[j])
+    for i in range(d):
+        e = np.zeros(d + 1)
+        e[i] = 1.0
+        if lo_tight[i]:
+            eq_a.append(list(e))
+            eq_b.append(lo[i])
+            continue
+        if hi_tight[i]:
+            eq_a.append(list(e))
+            eq_b.append(hi[i])
+            continue
+        e_lo = -e.copy()
+        e_lo[d] = 1.0
+        rows_a.append(list(e_lo))
+        rows_b.append(-lo[i])
+        if np.isfinite(hi[i]):
+            e_hi = e.copy()
+            e_hi[d] = 1.0
+            rows_a.append(list(e_hi))
+            rows_b.append(hi[i])
+    c = np.zeros(d + 1)
+    c[d] = -1.0
+    bounds = [(None, None)] * d + [(None, cap)]
+    r = _linprog(c, np.array(rows_a).reshape(-1, d + 1), np.array(rows_b),
+                 np.array(eq_a).reshape(-1, d + 1), np.array(eq_b), bounds)
+    if r.status != 0 or r.x[d] <= 0:
+        raise LibraInputError(
+            "could not find a point strictly inside the constraints "
+            f"({r.message}); check for constraints that only touch at a point."
+        )
+    return r.x[:d]

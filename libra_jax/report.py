@@ -1,0 +1,305 @@
+"""What a run tells its user: the printed table and the ``result.json`` dictionary.
+
+Host-side only (plain Python floats); nothing here touches JAX. Units: bandwidth GB/s per NPU
+per dimension, time ns (the table also shows ms), cost $, time x cost ns*$.
+
+``result.json`` (see README.md, "result.json") has exactly the keys of :data:`RESULT_KEYS`;
+a run that failed on bad input writes the same keys, all null except ``status`` ("error") and
+``objective`` where known, plus ``error`` (the message).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Sequence
+
+RESULT_KEYS = (
+    "objective",
+    "status",
+    "bandwidth_gbps",
+    "step_time_ns",
+    "comm_time_ns",
+    "network_cost_usd",
+    "time_x_cost",
+    "optimality_gap",
+    "max_violation",
+    "solve_seconds",
+    "speedup",
+    "perf_per_cost_gain",
+    "baseline",
+    "network",
+    "workload",
+)
+
+_OBJECTIVE_WORDS = {
+    "perf": "minimise step time",
+    "perf_per_cost": "minimise step time x network cost",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers
+# --------------------------------------------------------------------------------------------
+
+
+def _num(x: Any) -> float | None:
+    """A JSON-safe float: None for None and for non-finite values (JSON has no NaN/inf)."""
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _nums(xs: Any) -> list[float | None] | None:
+    if xs is None:
+        return None
+    return [_num(x) for x in list(xs)]
+
+
+def _ratio(num: Any, den: Any) -> float | None:
+    """num / den, or None when either is missing, non-finite, or den is not positive."""
+    a, b = _num(num), _num(den)
+    if a is None or b is None or b <= 0.0:
+        return None
+    return a / b
+
+
+def speedup(result: Any, baseline: Any) -> float | None:
+    """Equal-split step time / optimal step time (> 1: the optimum is faster)."""
+    return _ratio(baseline.step_time_ns, result.step_time_ns)
+
+
+def perf_per_cost_gain(result: Any, baseline: Any) -> float | None:
+    """Equal-split time x cost / optimal time x cost (> 1: better performance per dollar)."""
+    return _ratio(getattr(baseline, "time_x_cost", None), getattr(result, "time_x_cost", None))
+
+
+# --------------------------------------------------------------------------------------------
+# result.json
+# --------------------------------------------------------------------------------------------
+
+
+def _network_dict(network: Any) -> dict | None:
+    if network is None:
+        return None
+    tiers = getattr(network, "cost_tiers", None)
+    return {
+        "notation": network.notation,
+        "blocks": list(network.blocks),
+        "npus": [int(n) for n in network.npus],
+        "cost_tiers": None if tiers is None else list(tiers),
+    }
+
+
+def _workload_dict(workload: Any, workload_file: str | None) -> dict | None:
+    if workload is None and workload_file is None:
+        return None
+    return {
+        "name": None if workload is None else getattr(workload, "name", None),
+        "file": None if workload_file is None else str(workload_file),
+    }
+
+
+def result_dict(
+    result: Any,
+    baseline: Any,
+    network: Any,
+    workload: Any,
+    workload_file: str | None = None,
+) -> dict:
+    """The ``result.json`` dictionary of a finished solve.
+
+    Args:
+      result: the ``solve.SolveResult``.
+      baseline: the ``solve.equal_split`` baseline.
+      network: the ``topology.Network``.
+      workload: the ``workload.Workload``.
+      workload_file: the workload path as resolved from the config.
+
+    Returns:
+      A JSON-serialisable dict with exactly the keys of :data:`RESULT_KEYS`; non-finite numbers
+      and quantities that do not apply (e.g. cost without a cost model) are ``None``.
+    """
+    return {
+        "objective": result.objective,
+        "status": result.status,
+        "bandwidth_gbps": _nums(result.bandwidth_gbps),
+        "step_time_ns": _num(result.step_time_ns),
+        "comm_time_ns": _num(result.comm_time_ns),
+        "network_cost_usd": _num(result.network_cost_usd),
+        "time_x_cost": _num(result.time_x_cost),
+        "optimality_gap": _num(result.optimality_gap),
+        "max_violation": _num(result.max_violation),
+        "solve_seconds": _num(result.solve_seconds),
+        "speedup": speedup(result, baseline),
+        "perf_per_cost_gain": perf_per_cost_gain(result, baseline),
+        "baseline": {
+            "bandwidth_gbps": _nums(baseline.bandwidth_gbps),
+            "step_time_ns": _num(baseline.step_time_ns),
+            "network_cost_usd": _num(baseline.network_cost_usd),
+            "time_x_cost": _num(baseline.time_x_cost),
+            "projected": bool(baseline.projected),
+        },
+        "network": _network_dict(network),
+        "workload": _workload_dict(workload, workload_file),
+    }
+
+
+def error_dict(
+    message: str, objective: str | None = None, workload_file: str | None = None
+) -> dict:
+    """The ``result.json`` dictionary of a run that stopped on an error.
+
+    Same keys as :func:`result_dict` (null) with ``status`` "error", plus ``error``: the message.
+    """
+    d: dict[str, Any] = {k: None for k in RESULT_KEYS}
+    d["objective"] = objective
+    d["status"] = "error"
+    d["workload"] = _workload_dict(None, workload_file)
+    d["error"] = message
+    return d
+
+
+def write_json(path: str | os.PathLike, data: dict) -> None:
+    """Write ``data`` as strict JSON (no NaN / Infinity), pretty-printed."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, allow_nan=False)
+        f.write("\n")
+
+
+# --------------------------------------------------------------------------------------------
+# The printed table
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(x: Any, spec: str, unit: str = "") -> str:
+    v = _num(x)
+    if v is None:
+        return "-" if x is None else str(x)  # None -> "-", nan/inf shown as such
+    return f"{v:{spec}}{unit}"
+
+
+def _constraints_text(spec: Any) -> list[str]:
+    """One line per constraint of a ``problem.ConstraintSpec``."""
+    if spec is None:
+        return []
+    lines = []
+    if spec.total_bw_gbps is not None:
+        op = "==" if spec.total_bw_mode == "eq" else "<="
+        lines.append(f"sum(bw) {op} {spec.total_bw_gbps:g} GB/s")
+    if spec.lower_gbps is not None:
+        lines.append(f"bw >= {list(spec.lower_gbps)} GB/s")
+    if spec.upper_gbps is not None:
+        lines.append(f"bw <= {list(spec.upper_gbps)} GB/s")
+    lines.extend(str(s) for s in spec.linear)
+    if spec.max_cost_usd is not None:
+        lines.append(f"network cost <= ${spec.max_cost_usd:,.2f}")
+    return lines or ["bw >= 0 only"]
+
+
+def _table(rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    """Left/right aligned columns ('l'/'r' per column), two spaces apart."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(align))]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def format_table(
+    result: Any,
+    baseline: Any,
+    network: Any,
+    workload: Any,
+    spec: Any = None,
+) -> str:
+    """The human-readable summary printed by ``python -m libra_jax.train``.
+
+    Args:
+      result: the ``solve.SolveResult``.
+      baseline: the ``solve.equal_split`` baseline.
+      network: the ``topology.Network``.
+      workload: the ``workload.Workload``.
+      spec: the ``problem.ConstraintSpec`` (listed in the header), optional.
+
+    Returns:
+      A multi-line string (no trailing newline).
+    """
+    name = getattr(workload, "name", "workload")
+    objective = result.objective
+    lines = [
+        f"LIBRA bandwidth optimisation: {name} on {network.notation} "
+        f"({network.num_npus:,} NPUs, {network.num_dims} dimensions)",
+        f"objective:   {objective} ({_OBJECTIVE_WORDS.get(objective, objective)})",
+    ]
+    for i, c in enumerate(_constraints_text(spec)):
+        lines.append(("constraints: " if i == 0 else "             ") + c)
+    lines.append("")
+
+    tiers = network.cost_tiers or ("-",) * network.num_dims
+    bw, base_bw = list(result.bandwidth_gbps), list(baseline.bandwidth_gbps)
+    rows = [("dim", "block", "NPUs", "cost tier", "optimal GB/s", "equal split GB/s")]
+    for d in range(network.num_dims):
+        rows.append(
+            (
+                str(d),
+                network.blocks[d],
+                str(network.npus[d]),
+                tiers[d],
+                _fmt(bw[d], ".3f"),
+                _fmt(base_bw[d], ".3f"),
+            )
+        )
+    total, base_total = sum(map(float, bw)), sum(map(float, base_bw))
+    rows.append(("", "total", "", "", _fmt(total, ".3f"), _fmt(base_total, ".3f")))
+    lines += _table(rows, "rlrlrr")
+    lines.append("(bandwidth is per NPU, per dimension)")
+    lines.append("")
+
+    def ms_ns(x: Any) -> str:
+        v = _num(x)
+        return "-" if v is None else f"{v / 1e6:,.4f} ms ({v:,.1f} ns)"
+
+    def usd(x: Any) -> str:
+        v = _num(x)
+        return "-" if v is None else f"${v:,.2f}"
+
+    def times(x: Any) -> str:
+        v = _num(x)
+        return "-" if v is None else f"{v:.4f}x"
+
+    baseline_comm = getattr(baseline, "comm_time_ns", None)
+    rows = [
+        ("", "optimal", "equal split"),
+        ("step time", ms_ns(result.step_time_ns), ms_ns(baseline.step_time_ns)),
+        ("comm time", ms_ns(result.comm_time_ns), ms_ns(baseline_comm)),
+        ("network cost", usd(result.network_cost_usd), usd(baseline.network_cost_usd)),
+        ("time x cost (ns*$)", _fmt(result.time_x_cost, ".6e"), _fmt(baseline.time_x_cost, ".6e")),
+    ]
+    lines += _table(rows, "lrr")
+    lines.append("")
+    rows = [
+        ("speed-up over equal split", times(speedup(result, baseline))),
+        ("perf-per-cost gain", times(perf_per_cost_gain(result, baseline))),
+        ("optimality gap", _fmt(result.optimality_gap, ".3e")),
+        ("max constraint violation", _fmt(result.max_violation, ".3e")),
+        ("status", str(result.status)),
+        ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
+    ]
+    lines += _table(rows, "ll")
+    if baseline.projected:
+        lines.append("")
+        lines.append("note: the equal split of the budget violates the constraints; the baseline")
+        lines.append("      is the nearest feasible point to it instead.")
+    if result.status != "ok":
+        lines.append("")
+        lines.append(
+            f"warning: solver status is {result.status!r}; treat the numbers above with care."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,597 @@
+"""Training workloads: per layer and phase, compute time and one collective.
+
+Each of the L layers has P = 3 phases (``types.PHASES``: forward, input_grad,
+weight_grad); each phase has a compute time (ns), a collective (``types.Collective``),
+its size (bytes) and a communicator: for each of the D network dimensions, how many NPUs
+of that dimension take part, or -1 when the dimension is not involved (LIBRA, Won et al.
+ISPASS 2024, Sec. IV-A).
+
+Two input formats, chosen by file suffix in :func:`load_workload`:
+
+* ``.txt`` -- ASTRA-sim 1.0 layer lines, with or without the two header lines; the
+  communicator comes from a LIBRA communicator YAML (:func:`load_communicator`), one row
+  per phase kind, shared by all layers.
+* ``.yaml`` / ``.yml`` -- the native format, one entry per layer with its own
+  communicators.
+
+All parsing and validation is host-side numpy; errors are
+:class:`~libra_jax.types.LibraInputError` naming the file, line or field, and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from libra_jax.topology import Network, _read_yaml_mapping
+from libra_jax.types import COLLECTIVES, PHASES, Collective, LibraInputError
+
+# Communicator YAML key of each phase, in types.PHASES order.
+COMMUNICATOR_KEYS = ("Forward", "InputGrad", "WeightGrad")
+_NUM_TXT_FIELDS = 12
+_TXT_LAYOUT = (
+    "name reserved fwd_compute fwd_comm fwd_size ig_compute ig_comm ig_size "
+    "wg_compute wg_comm wg_size update"
+)
+_PHASE_KEYS = ("compute_ns", "collective", "size_bytes", "communicator")
+_LAYER_KEYS = ("name", "count", *PHASES)
+_WORKLOAD_KEYS = ("name", "layers")
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A workload: L layers x 3 phases.
+
+    Attributes:
+      name: workload name (file stem for text workloads).
+      layer_names: [L] layer names (a layer repeated with ``count`` repeats its name).
+      compute_ns: [L, 3] float64 compute time of each phase, ns, in ``types.PHASES``
+        order.
+      collective: [L, 3] int32 ``types.Collective`` code of each phase.
+      size_bytes: [L, 3] float64 collective size, bytes (kept as given for NONE phases).
+      communicator: [L, 3, D] int32 NPUs of each dimension taking part; -1 = not
+        involved.
+      source: the file the workload came from (and its communicator file), for
+        messages.
+    """
+
+    name: str
+    layer_names: tuple[str, ...]
+    compute_ns: np.ndarray
+    collective: np.ndarray
+    size_bytes: np.ndarray
+    communicator: np.ndarray
+    source: str
+
+    @property
+    def num_layers(self) -> int:
+        """L."""
+        return self.compute_ns.shape[0]
+
+    @property
+    def num_dims(self) -> int:
+        """D, the length of every communicator."""
+        return self.communicator.shape[-1]
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _number(value: Any, where: str, what: str) -> float:
+    """A finite number >= 0 as float (YAML value)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+    ):
+        raise LibraInputError(f"{where}: {what} = {value!r} is not a finite number.")
+    if float(value) < 0:
+        raise LibraInputError(
+            f"{where}: {what} = {value!r} is negative; it must be >= 0."
+        )
+    return float(value)
+
+
+def _text_number(token: str, where: str, what: str) -> float:
+    """A finite number >= 0 parsed from a text token."""
+    try:
+        value = float(token)
+    except ValueError:
+        raise LibraInputError(f"{where}: {what} = {token!r} is not a number.") from None
+    if not math.isfinite(value):
+        raise LibraInputError(f"{where}: {what} = {token!r} is not a finite number.")
+    if value < 0:
+        raise LibraInputError(
+            f"{where}: {what} = {token!r} is negative; it must be >= 0."
+        )
+    return value
+
+
+def _collective_code(name: Any, where: str, what: str) -> int:
+    if isinstance(name, str) and name.strip().upper() in COLLECTIVES:
+        return int(Collective[name.strip().upper()])
+    raise LibraInputError(
+        f"{where}: {what} = {name!r} is not a known collective; expected one of "
+        f"{', '.join(COLLECTIVES)} (case-insensitive)."
+    )
+
+
+def _communicator_row(
+    value: Any, where: str, what: str, num_dims: int | None
+) -> np.ndarray:
+    """One communicator [D]: ints, each -1 or >= 1.
+
+    Upper bounds are checked against a network in :func:`check_workload_network`.
+    """
+    if not isinstance(value, (list, tuple)) or not value:
+        raise LibraInputError(
+            f"{where}: {what} = {value!r}; expected a non-empty list with one entry "
+            "per "
+            "network dimension (NPUs taking part, or -1)."
+        )
+    row = []
+    for d, g in enumerate(value):
+        if isinstance(g, bool) or not isinstance(g, numbers.Integral):
+            raise LibraInputError(
+                f"{where}: {what}[{d}] = {g!r} is not an integer; use the number of "
+                "NPUs of "
+                "that dimension taking part, or -1 when the dimension is not involved."
+            )
+        if g == 0 or g < -1:
+            raise LibraInputError(
+                f"{where}: {what}[{d}] = {g}; an entry must be -1 (dimension not "
+                "involved) or "
+                "a number of NPUs >= 1."
+            )
+        row.append(int(g))
+    if num_dims is not None and len(row) != num_dims:
+        raise LibraInputError(
+            f"{where}: {what} = {list(value)} has {len(row)} entries but the network "
+            "has "
+            f"{num_dims} dimensions."
+        )
+    return np.array(row, dtype=np.int32)
+
+
+# ------------------------------------------------------------------- communicator
+
+
+def load_communicator(path: str | os.PathLike) -> np.ndarray:
+    """Loads a LIBRA communicator YAML.
+
+    Example::
+
+        Forward: [ 4, 4, -1, -1 ]
+        InputGrad: [ 4, 4, -1, -1 ]
+        WeightGrad: [ -1, 2, 4, 32 ]
+
+    All three keys are required, with lists of the same length D; entries are -1 or
+    >= 1.
+
+    Args:
+      path: the YAML file.
+
+    Returns:
+      [3, D] int32, rows in ``types.PHASES`` order.
+
+    Raises:
+      LibraInputError: unreadable or invalid file, missing or unknown keys, rows of
+        different lengths, entries that are not integers, 0 or < -1.
+    """
+    path = os.fspath(path)
+    data = _read_yaml_mapping(path, "communicator", allowed=COMMUNICATOR_KEYS)
+    rows = []
+    for key in COMMUNICATOR_KEYS:
+        if key not in data:
+            raise LibraInputError(
+                f"{path}: missing key {key!r} in the communicator file (needs "
+                f"{', '.join(COMMUNICATOR_KEYS)})."
+            )
+        rows.append(_communicator_row(data[key], path, key, None))
+    lengths = [len(r) for r in rows]
+    if len(set(lengths)) != 1:
+        raise LibraInputError(
+            f"{path}: the communicator rows have different lengths "
+            + ", ".join(
+                f"{k}: {n}" for k, n in zip(COMMUNICATOR_KEYS, lengths, strict=False)
+            )
+            + "; each needs one entry per network dimension."
+        )
+    return np.stack(rows)
+
+
+def _communicator_for(
+    communicator_file: str | os.PathLike | None, num_dims: int | None
+) -> np.ndarray | None:
+    if communicator_file is None:
+        return None
+    comm = load_communicator(communicator_file)
+    if num_dims is not None and comm.shape[1] != num_dims:
+        raise LibraInputError(
+            f"{os.fspath(communicator_file)}: communicator rows have {comm.shape[1]} "
+            "entries "
+            f"but the network has {num_dims} dimensions."
+        )
+    return comm
+
+
+# -------------------------------------------------------------------- text format
+
+
+def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = f.read().splitlines()
+    except OSError as e:
+        raise LibraInputError(
+            f"{path}: cannot read the workload file ({e.strerror or e})."
+        ) from e
+    except UnicodeDecodeError as e:
+        raise LibraInputError(
+            f"{path}: the workload file is not UTF-8 text ({e})."
+        ) from e
+    lines = [(i + 1, line.split()) for i, line in enumerate(raw) if line.strip()]
+    if not lines:
+        raise LibraInputError(f"{path}: the workload file has no layer lines.")
+
+    # Header: a parallelism line (e.g. "DATA", "HYBRID_TRANSFORMER_FWD_IN_BCKWD
+    # model_parallel_NPU_group: 16") then a line holding only the layer count.
+    expected_layers = None
+    if (
+        len(lines) >= 2
+        and len(lines[1][1]) == 1
+        and len(lines[0][1]) != _NUM_TXT_FIELDS
+    ):
+        (l1, head), (l2, count) = lines[0], lines[1]
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", head[0]):
+            raise LibraInputError(
+                f"{path}, line {l1}: expected a parallelism line such as 'DATA' or "
+                f"'HYBRID_TRANSFORMER', got {' '.join(head)!r}."
+            )
+        if not re.fullmatch(r"\d+", count[0]):
+            raise LibraInputError(
+                f"{path}, line {l2}: expected the number of layers (an integer) after "
+                "the "
+                f"parallelism line, got {count[0]!r}."
+            )
+        expected_layers = int(count[0])
+        lines = lines[2:]
+        if not lines:
+            raise LibraInputError(f"{path}: the workload file has no layer lines.")
+
+    names, compute, coll, size = [], [], [], []
+    for lineno, fields in lines:
+        where = f"{path}, line {lineno}"
+        if len(fields) != _NUM_TXT_FIELDS:
+            hint = ""
+            if lineno == 1 or (expected_layers is None and len(fields) == 1):
+                hint = (
+                    " (a header needs both a parallelism line and a layer-count line)"
+                )
+            raise LibraInputError(
+                f"{where}: expected {_NUM_TXT_FIELDS} whitespace-separated fields "
+                f"({_TXT_LAYOUT}), got {len(fields)}: {' '.join(fields)!r}{hint}."
+            )
+        names.append(fields[0])
+        c_row, k_row, s_row = [], [], []
+        for p, phase in enumerate(PHASES):
+            base = 2 + 3 * p
+            c_row.append(
+                _text_number(
+                    fields[base], where, f"{phase} compute time (field {base + 1})"
+                )
+            )
+            k_row.append(
+                _collective_code(
+                    fields[base + 1], where, f"{phase} collective (field {base + 2})"
+                )
+            )
+            s_row.append(
+                _text_number(
+                    fields[base + 2], where, f"{phase} size (field {base + 3})"
+                )
+            )
+        compute.append(c_row)
+        coll.append(k_row)
+        size.append(s_row)
+    if expected_layers is not None and expected_layers != len(names):
+        raise LibraInputError(
+            f"{path}: the header says {expected_layers} layers but the file has "
+            f"{len(names)} layer lines."
+        )
+    return (
+        names,
+        np.array(compute, dtype=np.float64),
+        np.array(coll, dtype=np.int32),
+        np.array(size, dtype=np.float64),
+    )
+
+
+# -------------------------------------------------------------------- YAML format
+
+
+def _parse_yaml(
+    path: str, file_comm: np.ndarray | None, num_dims: int | None
+) -> tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    data = _read_yaml_mapping(path, "workload", allowed=_WORKLOAD_KEYS)
+    name = data.get("name", os.path.splitext(os.path.basename(path))[0])
+    if not isinstance(name, str) or not name:
+        raise LibraInputError(f"{path}: name = {name!r}; expected a non-empty string.")
+    if "layers" not in data:
+        raise LibraInputError(f"{path}: missing key 'layers' (the list of layers).")
+    layers = data["layers"]
+    if not isinstance(layers, list) or not layers:
+        raise LibraInputError(
+            f"{path}: layers = {layers!r:.80}; expected a non-empty list."
+        )
+
+    dims = (
+        num_dims
+        if num_dims is not None
+        else (file_comm.shape[1] if file_comm is not None else None)
+    )
+    names: list[str] = []
+    compute, coll, size = [], [], []
+    comms: list[list[np.ndarray | None]] = []
+    counts = []
+    for i, layer in enumerate(layers):
+        where = f"{path}: layers[{i}]"
+        if not isinstance(layer, dict):
+            raise LibraInputError(f"{where} = {layer!r:.80}; expected a mapping.")
+        unknown = [k for k in layer if k not in _LAYER_KEYS]
+        if unknown:
+            raise LibraInputError(
+                f"{where}: unknown key {unknown[0]!r}; allowed keys are "
+                f"{', '.join(_LAYER_KEYS)}."
+            )
+        if "name" not in layer:
+            raise LibraInputError(f"{where}: missing key 'name'.")
+        lname = layer["name"]
+        if not isinstance(lname, (str, int)) or isinstance(lname, bool) or lname == "":
+            raise LibraInputError(
+                f"{where}: name = {lname!r}; expected a non-empty string."
+            )
+        lname = str(lname)
+        where = f"{path}: layers[{i}] ({lname})"
+        count = layer.get("count", 1)
+        if (
+            isinstance(count, bool)
+            or not isinstance(count, numbers.Integral)
+            or count < 1
+        ):
+            raise LibraInputError(
+                f"{where}: count = {count!r}; expected an integer >= 1."
+            )
+        c_row, k_row, s_row, g_row = [], [], [], []
+        for phase in PHASES:
+            if phase not in layer:
+                raise LibraInputError(
+                    f"{where}: missing key {phase!r} (every layer needs "
+                    f"{', '.join(PHASES)})."
+                )
+            ph = layer[phase]
+            pwhere = f"{where}.{phase}"
+            if not isinstance(ph, dict):
+                raise LibraInputError(
+                    f"{pwhere} = {ph!r:.80}; expected a mapping with compute_ns, "
+                    "collective, "
+                    "size_bytes, communicator."
+                )
+            unknown = [k for k in ph if k not in _PHASE_KEYS]
+            if unknown:
+                raise LibraInputError(
+                    f"{pwhere}: unknown key {unknown[0]!r}; allowed keys are "
+                    f"{', '.join(_PHASE_KEYS)}."
+                )
+            for key in ("compute_ns", "collective"):
+                if key not in ph:
+                    raise LibraInputError(f"{pwhere}: missing key {key!r}.")
+            c_row.append(_number(ph["compute_ns"], pwhere, "compute_ns"))
+            code = _collective_code(ph["collective"], pwhere, "collective")
+            k_row.append(code)
+            if "size_bytes" in ph:
+                s_row.append(_number(ph["size_bytes"], pwhere, "size_bytes"))
+            elif code == Collective.NONE:
+                s_row.append(0.0)
+            else:
+                raise LibraInputError(
+                    f"{pwhere}: missing key 'size_bytes' for collective "
+                    f"{COLLECTIVES[code]}."
+                )
+            if "communicator" in ph:
+                row = _communicator_row(
+                    ph["communicator"], pwhere, "communicator", dims
+                )
+                if dims is None:
+                    dims = len(row)
+                g_row.append(row)
+            else:
+                g_row.append(None)
+        names.append(lname)
+        compute.append(c_row)
+        coll.append(k_row)
+        size.append(s_row)
+        comms.append(g_row)
+        counts.append(int(count))
+
+    if dims is None:
+        raise LibraInputError(
+            f"{path}: no phase has a communicator and neither a communicator file nor "
+            "the "
+            "number of network dimensions was given, so the communicator length is "
+            "unknown."
+        )
+    comm = np.full((len(names), len(PHASES), dims), -1, dtype=np.int32)
+    for i, g_row in enumerate(comms):
+        for p, g in enumerate(g_row):
+            if g is not None:
+                comm[i, p] = g
+            elif file_comm is not None:
+                comm[i, p] = file_comm[p]
+            elif coll[i][p] != Collective.NONE:
+                raise LibraInputError(
+                    f"{path}: layers[{i}] ({names[i]}).{PHASES[p]}: collective "
+                    f"{COLLECTIVES[coll[i][p]]} has no communicator (give "
+                    "'communicator' or a "
+                    "communicator file)."
+                )
+    reps = np.array(counts)
+    return (
+        name,
+        [n for n, c in zip(names, counts, strict=False) for _ in range(c)],
+        np.repeat(np.array(compute, dtype=np.float64), reps, axis=0),
+        np.repeat(np.array(coll, dtype=np.int32), reps, axis=0),
+        np.repeat(np.array(size, dtype=np.float64), reps, axis=0),
+        np.repeat(comm, reps, axis=0),
+    )
+
+
+# ------------------------------------------------------------------------- public
+
+
+def load_workload(
+    path: str | os.PathLike,
+    communicator_file: str | os.PathLike | None = None,
+    num_dims: int | None = None,
+) -> Workload:
+    """Loads a workload; the file suffix picks the format.
+
+    ``.txt`` -- ASTRA-sim 1.0 text. Optional header: a parallelism line (e.g. ``DATA``,
+    ``HYBRID_TRANSFORMER``) followed by a line holding only the layer count (which must
+    match). Then one line per layer of 12 whitespace-separated fields::
+
+        name reserved fwd_compute fwd_comm fwd_size ig_compute ig_comm ig_size
+        wg_compute wg_comm wg_size update
+
+    Collective names are case-insensitive; ``reserved`` and ``update`` are ignored, as
+    in the reference. Blank lines are skipped. Needs ``communicator_file``, whose rows
+    apply to every layer.
+
+    ``.yaml`` / ``.yml`` -- native format::
+
+        name: my_model            # optional, default: file stem
+        layers:
+          - name: attn
+            count: 2              # optional, default 1: repeat the layer count times
+            forward:     {compute_ns: 9375000, collective: ALLREDUCE,
+                          size_bytes: 805306368, communicator: [4, 4, -1, -1]}
+            input_grad:  {compute_ns: 9375000, collective: NONE}
+            weight_grad: {compute_ns: 9375000, collective: ALLREDUCE,
+                          size_bytes: 452984832, communicator: [-1, 2, 4, 32]}
+
+    ``compute_ns`` and ``collective`` are required in every phase; ``size_bytes`` is
+    required unless the collective is NONE (then it defaults to 0). A phase without its
+    own ``communicator`` takes the ``communicator_file`` row of its phase kind; a NONE
+    phase with neither gets all -1; any other phase with neither is an error.
+
+    Args:
+      path: the workload file.
+      communicator_file: LIBRA communicator YAML (required for ``.txt``).
+      num_dims: expected D (from the network), checked against every communicator.
+
+    Returns:
+      The workload.
+
+    Raises:
+      LibraInputError: unreadable file, unknown suffix, malformed lines (field count,
+        non-numeric values), negative times or sizes, unknown collective names, missing
+        keys, bad communicators or communicator lengths that disagree with ``num_dims``.
+    """
+    path = os.fspath(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if num_dims is not None and (
+        isinstance(num_dims, bool)
+        or not isinstance(num_dims, numbers.Integral)
+        or num_dims < 1
+    ):
+        raise LibraInputError(
+            f"{path}: num_dims = {num_dims!r}; expected an integer >= 1."
+        )
+    comm_source = (
+        os.fspath(communicator_file) if communicator_file is not None else None
+    )
+    if suffix == ".txt":
+        if communicator_file is None:
+            raise LibraInputError(
+                f"{path}: a text (ASTRA-sim) workload needs a communicator file "
+                "giving, per "
+                "phase kind, the NPUs of each dimension taking part; none was given."
+            )
+        if not os.path.isfile(path):
+            raise LibraInputError(
+                f"{path}: cannot read the workload file (no such file)."
+            )
+        names, compute, coll, size = _parse_txt(path)
+        comm_rows = _communicator_for(communicator_file, num_dims)
+        comm = np.broadcast_to(comm_rows[None], (len(names), *comm_rows.shape)).copy()
+        name = os.path.splitext(os.path.basename(path))[0]
+    elif suffix in (".yaml", ".yml"):
+        if not os.path.isfile(path):
+            raise LibraInputError(
+                f"{path}: cannot read the workload file (no such file)."
+            )
+        file_comm = _communicator_for(communicator_file, num_dims)
+        name, names, compute, coll, size, comm = _parse_yaml(path, file_comm, num_dims)
+    else:
+        raise LibraInputError(
+            f"{path}: unknown workload file type {suffix or '(no suffix)'!r}; expected "
+            ".txt "
+            "(ASTRA-sim text) or .yaml / .yml (native)."
+        )
+    source = path if comm_source is None else f"{path} (communicator {comm_source})"
+    return Workload(
+        name=name,
+        layer_names=tuple(names),
+        compute_ns=compute,
+        collective=coll,
+        size_bytes=size,
+        communicator=comm,
+        source=source,
+    )
+
+
+def check_workload_network(workload: Workload, network: Network) -> None:
+    """Checks that a workload's communicators fit a network.
+
+    Every communicator must have one entry per network dimension, each -1 (not involved)
+    or between 1 and ``network.npus[d]``.
+
+    Args:
+      workload: the workload.
+      network: the network it runs on.
+
+    Raises:
+      LibraInputError: naming the layer, phase kind, dimension and value of the first
+        bad entry, or both lengths when they differ.
+    """
+    comm = np.asarray(workload.communicator)
+    if comm.ndim != 3 or comm.shape[1] != len(PHASES):
+        raise LibraInputError(
+            f"{workload.source}: communicator has shape {comm.shape}; expected [L, 3, "
+            "D]."
+        )
+    if comm.shape[-1] != network.num_dims:
+        raise LibraInputError(
+            f"{workload.source}: communicators have {comm.shape[-1]} entries but the "
+            "network "
+            f"{network.notation} ({network.source}) has {network.num_dims} dimensions."
+        )
+    npus = np.asarray(network.npus)
+    bad = ~((comm == -1) | ((comm >= 1) & (comm <= npus)))
+    if bad.any():
+        layer, phase, d = (int(x) for x in np.argwhere(bad)[0])
+        value = int(comm[layer, phase, d])
+        raise LibraInputError(
+            f"{workload.source}: layer {layer} ({workload.layer_names[layer]}), "
+            f"{PHASES[phase]} ({COMMUNICATOR_KEYS[phase]}) communicator "
+            f"{comm[layer, phase].tolist()}: "
+            f"entry for dimension {d} is {value}, but it must be -1 or between 1 and "
+            f"{int(npus[d])} (the NPUs of dimension {d} in {network.notation}, "
+            f"{network.source})."
+        )

@@ -1,0 +1,187 @@
+"""Hydra configs: every preset composes and builds its inputs; network forms; path rules."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from libra_jax import config
+from libra_jax.types import LibraInputError
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CONF_DIR = REPO / "conf"
+PRESETS = sorted(p.stem for p in (CONF_DIR / "conf").glob("*.yaml"))
+TIERS_3D = ["InterPackage", "InterNode", "InterPod"]
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_presets_found():
+    expected = {
+        f"{w}{s}"
+        for w in ("gpt3", "turing_nlg", "msft_1t", "resnet50", "dlrm")
+        for s in ("", "_4d")
+    } | {"gpt3_4d_multi"}
+    assert expected <= set(PRESETS)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_builds_inputs(name):
+    cfg = _compose(f"conf={name}")
+    network, workload, rates, spec = config.to_inputs(cfg)
+    dims = 4 if "_4d" in name else 3
+    assert network.num_dims == dims
+    assert network.num_npus == 4096
+    assert rates is not None and rates.shape == (dims,)
+    assert np.all(np.isfinite(rates)) and np.all(rates > 0)
+    assert workload.communicator.shape[-1] == dims
+    assert spec.total_bw_mode == "eq"
+    if name.endswith("_multi"):
+        assert spec.total_bw_gbps == 1000.0
+        assert list(spec.linear) == [
+            "bw[0] == 500",
+            "bw[0] >= bw[1]",
+            "bw[1] >= bw[2]",
+            "bw[2] + bw[3] == 200",
+        ]
+    else:
+        assert spec.total_bw_gbps == 500.0
+        assert list(spec.linear) == []
+    assert cfg.objective == "perf"
+
+
+def test_default_config_has_every_key():
+    cfg = _compose()
+    assert set(cfg) == {"network", "cost_model", "workload", "constraints", "objective"}
+    assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers"}
+    assert set(cfg.cost_model) == {"file"}
+    assert set(cfg.workload) == {"file", "communicator_file"}
+    assert set(cfg.constraints) == {
+        "total_bw_gbps",
+        "total_bw_mode",
+        "lower_gbps",
+        "upper_gbps",
+        "linear",
+        "max_cost_usd",
+    }
+    assert cfg.constraints.total_bw_gbps is None and list(cfg.constraints.linear) == []
+
+
+@pytest.mark.parametrize(
+    "network_overrides",
+    [
+        ['network.notation="RI(16)_FC(8)_SW(32)"'],
+        ["network.topology=[Ring,FullyConnected,Switch]", "network.npus=[16,8,32]"],
+    ],
+    ids=["notation", "inline"],
+)
+def test_other_network_forms_match_file(network_overrides):
+    _, _, file_rates, _ = config.to_inputs(_compose("conf=turing_nlg"))
+    cfg = _compose(
+        "conf=turing_nlg",
+        "network.file=null",
+        f"network.cost_tiers=[{','.join(TIERS_3D)}]",
+        *network_overrides,
+    )
+    network, _, rates, _ = config.to_inputs(cfg)
+    assert network.blocks == ("Ring", "FullyConnected", "Switch")
+    assert network.npus == (16, 8, 32)
+    assert network.notation == "RI(16)_FC(8)_SW(32)"
+    np.testing.assert_allclose(rates, file_rates, rtol=1e-12)
+
+
+def test_notation_without_cost_model_gives_no_rates():
+    cfg = _compose(
+        "conf=turing_nlg",
+        "network.file=null",
+        'network.notation="RI(16)_FC(8)_SW(32)"',
+        "cost_model.file=null",
+    )
+    network, _, rates, _ = config.to_inputs(cfg)
+    assert network.cost_tiers is None and rates is None
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["network.file=null"], ["exactly one", "none is set"]),
+        (
+            ['network.notation="RI(16)_FC(8)_SW(32)"'],
+            ["exactly one", "network.file", "network.notation"],
+        ),
+        (["network.npus=[16,8,32]"], ["network.npus", "network.topology"]),
+        (
+            ["network.file=null", "network.topology=[Ring,FullyConnected,Switch]"],
+            ["network.npus"],
+        ),
+        ([f"network.cost_tiers=[{','.join(TIERS_3D)}]"], ["network.cost_tiers"]),
+    ],
+    ids=["none", "two", "npus-without-topology", "topology-without-npus", "tiers-with-file"],
+)
+def test_exactly_one_network_source(overrides, words):
+    cfg = _compose("conf=turing_nlg", *overrides)
+    with pytest.raises(LibraInputError) as info:
+        config.to_inputs(cfg)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["objective=fastest"], ["objective", "fastest", "perf_per_cost"]),
+        (["constraints.total_bw_mode=ge"], ["constraints.total_bw_mode", "ge"]),
+        (["cost_model.file=null", "objective=perf_per_cost"], ["perf_per_cost", "cost_model"]),
+        (["cost_model.file=null", "constraints.max_cost_usd=1e6"], ["max_cost_usd", "cost_model"]),
+        (["workload.file=null"], ["workload.file"]),
+    ],
+    ids=["objective", "mode", "ppc-without-cost", "budget-without-cost", "no-workload"],
+)
+def test_bad_choices_name_the_key(overrides, words):
+    cfg = _compose("conf=turing_nlg", *overrides)
+    with pytest.raises(LibraInputError) as info:
+        config.to_inputs(cfg)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_missing_file_names_key_and_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = _compose("conf=turing_nlg", "workload.communicator_file=communicator/nope.yml")
+    with pytest.raises(LibraInputError) as info:
+        config.to_inputs(cfg)
+    message = str(info.value)
+    assert "workload.communicator_file" in message and "communicator/nope.yml" in message
+    assert str(tmp_path) in message and str(config.DATA_DIR) in message
+
+
+def test_relative_paths_try_working_dir_first(tmp_path, monkeypatch):
+    # A file of the same relative name in the working directory wins over the shipped one.
+    (tmp_path / "network").mkdir()
+    shipped = config.DATA_DIR / "network" / "3d_network.yml"
+    text = shipped.read_text().replace(
+        "Topology: [ Ring, FullyConnected, Switch ]", "Topology: [ Ring, Ring, Switch ]"
+    )
+    assert text != shipped.read_text()
+    (tmp_path / "network" / "3d_network.yml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    network, _, _, _ = config.to_inputs(_compose("conf=turing_nlg"))
+    assert network.blocks == ("Ring", "Ring", "Switch")
+    # Without it, the shipped input is used; an explicit base_dir works the same way.
+    network, _, _, _ = config.to_inputs(_compose("conf=turing_nlg"), base_dir=REPO)
+    assert network.blocks == ("Ring", "FullyConnected", "Switch")
+
+
+def test_absolute_paths(tmp_path):
+    src = config.DATA_DIR / "workload" / "Turing_NLG.txt"
+    dst = tmp_path / "my_workload.txt"
+    shutil.copy(src, dst)
+    _, workload, _, _ = config.to_inputs(_compose("conf=turing_nlg", f"workload.file={dst}"))
+    assert workload.name == "my_workload"
