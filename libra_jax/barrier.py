@@ -41,11 +41,12 @@ class BarrierData(NamedTuple):
 class BarrierConfig(NamedTuple):
     """Static loop lengths and tolerances (hashable: changes recompile)."""
 
-    num_outer: int = 14  # barrier parameter updates
+    num_outer: int = 16  # most barrier parameter updates
     mu: float = 10.0  # factor by which s grows per update
-    max_newton: int = 60  # Newton steps per centring
+    gap_tol: float = 1e-12  # stop when (barrier terms) / s <= gap_tol * |obj|
+    max_newton: int = 50  # most Newton steps per centring
     newton_tol: float = 1e-12  # stop centring when the Newton decrement^2 / 2 is below
-    max_backtrack: int = 60  # halvings in one line search
+    max_backtrack: int = 40  # halvings in one line search; a step below 2^-40 means stalled
 
 
 class BarrierResult(NamedTuple):
@@ -80,22 +81,32 @@ def barrier_value(z: jax.Array, data: BarrierData) -> jax.Array:
     return jnp.where(inside, val, jnp.inf)
 
 
-def _nullspace_newton(hess, grad, proj, pinv_e, resid):
+def _nullspace_basis(e_act: jax.Array, n: int):
+    """Orthonormal basis of {dz : E dz = 0} as the masked columns of V (from E's SVD).
+
+    Returns (basis [n, n] with the columns outside the null space zeroed, mask [n])."""
+    _, sv, vt = jnp.linalg.svd(e_act, full_matrices=True)
+    sv = jnp.concatenate([sv, jnp.zeros((max(n - sv.shape[0], 0),), sv.dtype)])[:n]
+    tol = 1e-12 * jnp.maximum(jnp.max(sv, initial=0.0), 1.0)
+    mask = sv <= tol
+    return vt.T * mask[None, :], mask
+
+
+def _nullspace_newton(hess, grad, basis, mask, pinv_e, resid):
     """Newton direction restricted to {dz : E dz = 0}, plus the correction of a residual.
 
-    With the orthogonal projector P onto the null space of E, the direction solves
-    (P H P + c (I - P)) dz = -P g; the (I - P) block only makes the matrix invertible, and
-    c = mean(diag H) keeps both blocks on one scale. Unlike the full KKT system this keeps
-    E dz == 0 to rounding even when H has entries of 1e12 near the end of the barrier path.
-    Returns the direction and the equality multipliers nu of the KKT system (H dz + E^T nu =
-    -g) that the direction solves.
+    In the coordinates y of the null-space basis N (dz = N dy) the step solves
+    (N^T H N) dy = -N^T g, with Jacobi scaling: near the end of the barrier path the diagonal
+    spans many orders of magnitude (a tight constraint's 1/slack^2 next to a dimension that
+    barely matters) and the unscaled solve loses the small directions. E dz == 0 holds to
+    rounding. Also returns the equality multipliers nu of the KKT system H dz + E^T nu = -g.
     """
-    n = hess.shape[0]
-    eye = jnp.eye(n, dtype=hess.dtype)
-    c = jnp.maximum(jnp.mean(jnp.abs(jnp.diag(hess))), 1e-300)
-    mat = proj @ hess @ proj + c * (eye - proj)
-    dz = proj @ jnp.linalg.solve(mat, -(proj @ grad))
-    # nu from H dz + E^T nu = -g  ->  nu = -(E^T)^+ (g + H dz)
+    hy = basis.T @ hess @ basis
+    gy = basis.T @ grad
+    scale = jnp.where(mask, 1.0 / jnp.sqrt(jnp.maximum(jnp.abs(jnp.diag(hy)), 1e-300)), 0.0)
+    mat = scale[:, None] * hy * scale[None, :] + jnp.diag(jnp.where(mask, 0.0, 1.0))
+    dy = scale * jnp.linalg.solve(mat, -(scale * gy))
+    dz = basis @ dy
     nu = -pinv_e.T @ (grad + hess @ dz)
     return dz - pinv_e @ resid, nu
 
@@ -127,7 +138,7 @@ def barrier_minimize(
     m_eq = data.e.shape[0]
     e_act = jnp.where(data.e_on[:, None], data.e, 0.0)
     pinv_e = jnp.linalg.pinv(e_act)  # [n, E]
-    proj = jnp.eye(z0.shape[0], dtype=z0.dtype) - pinv_e @ e_act
+    basis, mask = _nullspace_basis(e_act, z0.shape[0])
 
     def centre(z, s):
         def merit(z):
@@ -138,39 +149,57 @@ def barrier_minimize(
             val, grad = jax.value_and_grad(merit)(z)
             hess = jax.hessian(merit)(z)
             resid = jnp.where(data.e_on, data.e @ z - data.f, 0.0)
-            dz, nu = _nullspace_newton(hess, grad, proj, pinv_e, resid)
+            dz, nu = _nullspace_newton(hess, grad, basis, mask, pinv_e, resid)
             slope = grad @ dz
             dec = -slope
+
+            # Near the centre (Newton decrement^2 < 0.1) the full step is taken as long as
+            # it stays in the domain: there s * obj dwarfs the decrease of the merit, which
+            # rounding would hide from an Armijo test (B&V 9.6.4, quadratic phase).
+            quadratic = dec < 0.1
 
             def ls_cond(c):
                 alpha, k = c
                 new = merit(z + alpha * dz)
-                ok = new <= val + 0.01 * alpha * slope
+                ok = (new <= val + 0.01 * alpha * slope) | (quadratic & jnp.isfinite(new))
                 return (~ok) & (k < config.max_backtrack)
 
             alpha, _ = jax.lax.while_loop(
                 ls_cond, lambda c: (0.5 * c[0], c[1] + 1), (jnp.asarray(1.0, z.dtype), 0)
             )
             z_new = z + alpha * dz
-            accepted = jnp.isfinite(merit(z_new))
-            z = jnp.where(accepted, z_new, z)
-            return z, it + 1, jnp.where(accepted, dec, 0.0), nu, nsteps + 1
+            new_val = merit(z_new)
+            stalled = k_fail(alpha) | ~jnp.isfinite(new_val)
+            z = jnp.where(stalled, z, z_new)
+            return z, it + 1, dec, nu, stalled
+
+        def k_fail(alpha):
+            return alpha < 2.0 ** (-config.max_backtrack + 1)
 
         def cond(carry):
-            _, it, dec, _, _ = carry
-            return (it < config.max_newton) & (dec / 2 > config.newton_tol) & jnp.isfinite(dec)
+            _, it, dec, _, stalled = carry
+            return (
+                (it < config.max_newton) & (dec / 2 > config.newton_tol)
+                & jnp.isfinite(dec) & ~stalled
+            )
 
-        init = (z, 0, jnp.asarray(1e300, z.dtype), jnp.zeros((m_eq,), z.dtype), 0)
-        z, it, dec, nu, nsteps = jax.lax.while_loop(cond, step, init)
-        return z, nu, dec / 2 <= config.newton_tol, nsteps
+        init = (z, 0, jnp.asarray(1e300, z.dtype), jnp.zeros((m_eq,), z.dtype),
+                jnp.asarray(False))
+        z, it, dec, nu, stalled = jax.lax.while_loop(cond, step, init)
+        return z, nu, (dec / 2 <= config.newton_tol) | stalled, it
 
-    def outer(i, carry):
-        z, s, _, _, total = carry
+    def outer_cond(carry):
+        z, s, _, _, _, i = carry
+        gap = num_terms / s
+        return (i < config.num_outer) & (gap > config.gap_tol * jnp.abs(obj(z, obj_params)))
+
+    def outer(carry):
+        z, s, _, _, total, i = carry
         z, nu, ok, n = centre(z, s)
-        return z, s * config.mu, nu, ok, total + n
+        return z, s * config.mu, nu, ok, total + n, i + 1
 
-    init = (z0, s0, jnp.zeros((m_eq,), z0.dtype), jnp.asarray(False), 0)
-    z, s_next, nu, centred, total = jax.lax.fori_loop(0, config.num_outer, outer, init)
+    init = (z0, s0, jnp.zeros((m_eq,), z0.dtype), jnp.asarray(False), 0, 0)
+    z, s_next, nu, centred, total, _ = jax.lax.while_loop(outer_cond, outer, init)
     s = s_next / config.mu
     lin, epi, inside = _slacks(z, data)
     lam = jnp.where(data.g_on, 1.0 / (s * lin), 0.0)

@@ -37,6 +37,7 @@ import numpy as np
 
 from libra_jax import objective as model
 from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize
+from libra_jax.certificate import tangent_lp_bound
 from libra_jax.problem import Problem
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status
 
@@ -130,6 +131,13 @@ def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
     """One perf solve (optionally with network cost <= cap). Pure; jit/vmap friendly."""
     d, k = p.traffic_gb.shape[1], p.traffic_gb.shape[0]
     g, h, g_on, e, f, e_on = _rows(p, cap, cap_on)
+    # With a cost cap below the interior point's cost, move towards the cheapest point until
+    # the cost is halfway between the least cost and the cap (strictly inside both).
+    c_int = model.network_cost_usd(bw0, p)
+    c_min = model.network_cost_usd(p.min_cost_bw, p)
+    target = 0.5 * (cap + c_min)
+    theta = jnp.clip((c_int - target) / jnp.where(c_int > c_min, c_int - c_min, 1.0), 0.0, 1.0)
+    bw0 = jnp.where(cap_on & (c_int >= cap), bw0 + theta * (p.min_cost_bw - bw0), bw0)
     bw0 = _project_affine(bw0, e, f, e_on)
     zeros = jnp.zeros((g.shape[0], k), g.dtype)
     data = BarrierData(
@@ -166,8 +174,8 @@ def _perf_jit(p, cap, cap_on, bw0, config=BarrierConfig()):
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _perf_levels_jit(p, caps, bw0s, config=BarrierConfig()):
-    return jax.vmap(lambda c, b: _perf_core(p, c, True, b, config))(caps, bw0s)
+def _perf_levels_jit(p, caps, config=BarrierConfig()):
+    return jax.vmap(lambda c: _perf_core(p, c, True, p.interior, config))(caps)
 
 
 def _status(finite, gap, rel_viol) -> Status:
@@ -206,7 +214,7 @@ def _result(p, objective, status, bw, gap, lb, rel_viol, seconds) -> SolveResult
 
 def _perf(p: Problem, config: BarrierConfig):
     out = jax.device_get(_perf_jit(p, 0.0, False, p.interior, config))
-    lb = float(out["lb_s"])
+    lb = max(float(out["lb_s"]), tangent_lp_bound(p, out["bw"])[0])
     step = float(out["step_s"])
     gap = max(step - lb, 0.0) / lb if lb > 0 else float("inf")
     rel_viol = max(float(out["violation"]), 0.0) / _scale(p)
@@ -246,59 +254,44 @@ def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierCo
 
 def _perf_per_cost(p, perf_out, perf_lb, perf_status, config, start, max_rounds, batch):
     rates = np.asarray(p.cost_rate)
-    interior = np.asarray(p.interior)
     min_bw = np.asarray(p.min_cost_bw)
     c_min = float(rates @ min_bw)
     bw_perf = np.asarray(perf_out["bw"])
     c_perf = float(rates @ bw_perf)
-    c_int = float(rates @ interior)
     # Candidates: (product, bw, step) of every evaluated point; the perf optimum first.
     best = (float(perf_out["step_s"]) * c_perf, bw_perf, float(perf_out["violation"]))
     pieces = [(perf_lb, 0.0, c_perf)]  # affine minorants (lb_j, lam_j, c_j) of v(c)
     finite = bool(perf_out["finite"])
     if c_perf - c_min <= 1e-12 * max(abs(c_perf), 1.0):
         lb_total = c_min * perf_lb
-        return _pc_result(p, best, lb_total, finite, perf_status == Status.OK, start)
-
-    def start_point(c):
-        if c_int < c:
-            return interior
-        target = 0.5 * (c + c_min)
-        theta = (c_int - target) / (c_int - c_min)
-        return interior + theta * (min_bw - interior)
+        return _pc_result(p, best, lb_total, finite, start)
 
     def lower_envelope():
+        """Breakpoints c of l(c) = max_j (lb_j - lam_j (c - c_j)) in [c_min, c_perf], and
+        c * l(c) there (the minimum of c * l(c) is at one of them)."""
         lbs = np.array([q[0] for q in pieces])
         lams = np.array([q[1] for q in pieces])
         cs = np.array([q[2] for q in pieces])
-
-        def ell(c):
-            return np.max(lbs[None, :] - lams[None, :] * (np.asarray(c)[:, None] - cs[None, :]),
-                          axis=1)
-
+        slope, icpt = -lams, lbs + lams * cs  # lines icpt + slope * c
+        hull = _upper_envelope(slope, icpt)
         cand = [c_min, c_perf]
-        for i in range(len(pieces)):
-            for j in range(i + 1, len(pieces)):
-                if lams[i] != lams[j]:
-                    # lbs_i - lam_i (c - c_i) == lbs_j - lam_j (c - c_j)
-                    c = (lbs[i] - lbs[j] + lams[i] * cs[i] - lams[j] * cs[j]) / (lams[i] - lams[j])
-                    if c_min <= c <= c_perf:
-                        cand.append(float(c))
+        for a, b in zip(hull[:-1], hull[1:]):
+            c = (icpt[a] - icpt[b]) / (slope[b] - slope[a])
+            if c_min < c < c_perf:
+                cand.append(float(c))
         cand = np.unique(np.array(cand))
-        vals = cand * ell(cand)
-        return cand, vals
+        ell = np.max(icpt[None, :] + slope[None, :] * cand[:, None], axis=1)
+        return cand, cand * ell
 
     spread = np.linspace(0.0, 1.0, batch + 1)[1:] ** 2
     levels = c_min + (c_perf - c_min) * spread
     evaluated = set()
-    converged = False
     lb_total = c_min * perf_lb
     for _ in range(max_rounds):
         levels = np.asarray(levels, np.float64)
         levels = np.maximum(levels, c_min + 1e-10 * (c_perf - c_min))
         caps = np.resize(levels, batch)
-        bw0s = np.stack([start_point(c) for c in caps])
-        out = jax.device_get(_perf_levels_jit(p, jnp.asarray(caps), jnp.asarray(bw0s), config))
+        out = jax.device_get(_perf_levels_jit(p, jnp.asarray(caps), config))
         for j in range(len(levels)):
             evaluated.add(float(levels[j]))
             if not bool(out["finite"][j]):
@@ -308,23 +301,42 @@ def _perf_per_cost(p, perf_out, perf_lb, perf_status, config, start, max_rounds,
             prod = float(out["step_s"][j]) * float(rates @ bw)
             if prod < best[0]:
                 best = (prod, bw, float(out["violation"][j]))
-            pieces.append((float(out["lb_s"][j]), float(out["lam_cap"][j]), float(levels[j])))
+            lb_j, lam_j = tangent_lp_bound(p, bw, float(levels[j]))
+            pieces.append((lb_j, lam_j, float(levels[j])))
         cand, vals = lower_envelope()
         lb_total = float(np.min(vals))
         if best[0] - lb_total <= 1e-9 * lb_total:
-            converged = True
             break
         order = np.argsort(vals)
         nxt = [c for c in cand[order] if vals[np.searchsorted(cand, c)] < best[0]
                and all(abs(c - e) > 1e-13 * c_perf for e in evaluated)]
         if not nxt:
-            converged = True
             break
         levels = np.array(nxt[:batch])
-    return _pc_result(p, best, lb_total, finite, converged, start)
+    return _pc_result(p, best, lb_total, finite, start)
 
 
-def _pc_result(p, best, lb_total, finite, converged, start):
+def _upper_envelope(slope: np.ndarray, icpt: np.ndarray) -> list[int]:
+    """Indices of the lines (icpt + slope * c) on the upper envelope, by increasing slope."""
+    order = np.lexsort((icpt, slope))
+    hull: list[int] = []
+    for i in order:
+        if hull and slope[hull[-1]] == slope[i]:
+            hull.pop()  # same slope, lower or equal intercept (lexsort order)
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            # b is useless if the a-i intersection is left of the a-b intersection
+            if (icpt[i] - icpt[a]) * (slope[b] - slope[a]) >= (icpt[b] - icpt[a]) * (
+                slope[i] - slope[a]
+            ):
+                hull.pop()
+            else:
+                break
+        hull.append(i)
+    return hull
+
+
+def _pc_result(p, best, lb_total, finite, start):
     prod, bw, viol = best
     gap = max(prod - lb_total, 0.0) / lb_total if lb_total > 0 else float("inf")
     rel_viol = max(viol, 0.0) / _scale(p)
