@@ -1,0 +1,335 @@
+"""First-order (Optax) solver for the `perf` problem: an alternative to the barrier method.
+
+The problem (see `problem.py`) is
+
+    minimise   compute + sum_k w_k max_d T_kd / bw_d
+    subject to lo <= bw <= upper,  a_eq @ bw == b_eq,  a_in @ bw <= b_in.
+
+Method (all inside one `jax.lax.scan` of fixed length, jit/vmap-able):
+
+* Variables are scaled, x = bw / scale with scale = max(upper), and the objective is the
+  communication time divided by its value at the start point, so that the learning rate is a
+  relative step and the penalty weight is unit-free.
+* The max over dimensions is smoothed by a log-sum-exp whose temperature, relative to each
+  phase's current time, is annealed geometrically from ``temperature0`` to ``1e-6``:
+
+      smax_k = m_k + tau_k log sum_{d used} exp((t_kd - m_k) / tau_k),  tau_k = temp * m_k,
+
+  (m_k = max_d t_kd, held constant in the gradient). It overestimates the max by at most
+  tau_k log D, so the bias vanishes with the temperature.
+* After every Optax step the iterate is projected exactly onto the "simple set": the box
+  [lo, upper] intersected with the total-bandwidth row (a row of a_eq or a_in proportional to
+  all ones) when there is one. That projection is x = clip(y - tau, lo, upper) with the scalar
+  dual tau found by bisection (fixed iteration count) and then made exact on the active set
+  it identifies (as jaxopt's ``projection_box_section``).
+* Every other row (user linear constraints, cost budget) enters an augmented Lagrangian
+  (Rockafellar's form for inequalities); multipliers are updated every ``al_every`` steps,
+  inequality multipliers kept >= 0.
+
+Nothing raises inside jit: the result carries ``status`` (`types.Status`): NONFINITE when an
+input or output is not finite, else NOT_CONVERGED -- this solver certifies nothing;
+`certificate.tangent_lp_bound` at the returned bandwidths gives the certified gap.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from libra_jax import objective as model
+from libra_jax.problem import Problem
+from libra_jax.types import Status
+
+jax.config.update("jax_enable_x64", True)
+
+FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
+FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
+_BISECTION_STEPS = 80  # halvings of the dual bracket (float64: 2^-80 of the bracket)
+_ONES_TOL = 1e-12  # a row is "the sum row" when all its entries agree to this
+
+
+# Registry of Optax optimizers: name -> factory(learning_rate schedule).
+_OPTIMIZERS = {
+    "adam": lambda lr: optax.adam(lr),
+    "adabelief": lambda lr: optax.adabelief(lr),
+    "amsgrad": lambda lr: optax.amsgrad(lr),
+    "nadam": lambda lr: optax.nadam(lr),
+    "yogi": lambda lr: optax.yogi(lr),
+    "sgd": lambda lr: optax.sgd(lr, momentum=0.9, nesterov=True),
+}
+METHODS = tuple(sorted(_OPTIMIZERS))
+
+
+class FirstOrderConfig(NamedTuple):
+    """Static settings (hashable; changing them recompiles).
+
+    Attributes:
+      num_steps: optimizer steps (length of the scan).
+      method: Optax optimizer name, one of `METHODS`.
+      al_every: steps between augmented-Lagrangian multiplier updates.
+    """
+
+    num_steps: int = 4000
+    method: str = "adam"
+    al_every: int = 50
+
+
+class FirstOrderParams(NamedTuple):
+    """Numeric knobs (arrays, so that sweeps over them are vmapped, not recompiled)."""
+
+    learning_rate: jax.Array  # [] initial step in units of bw / max(upper)
+    temperature0: jax.Array  # [] initial log-sum-exp temperature, relative to phase times
+    penalty: jax.Array  # [] augmented-Lagrangian penalty weight (objective is O(1))
+
+
+class FirstOrderResult(NamedTuple):
+    """Outcome of `solve_first_order` (arrays; batch axes in front under vmap)."""
+
+    bw: jax.Array  # [D] bandwidths (GB/s)
+    step_s: jax.Array  # [] exact (unsmoothed) step time at bw (s)
+    max_violation: jax.Array  # [] largest constraint violation (GB/s, unit-norm rows)
+    status: jax.Array  # [] int, a `types.Status` code (NOT_CONVERGED or NONFINITE)
+    losses: jax.Array  # [num_steps] augmented-Lagrangian objective per step (relative)
+
+
+class _State(NamedTuple):
+    x: jax.Array  # [D] scaled bandwidths
+    opt_state: optax.OptState
+    nu: jax.Array  # [E] equality multipliers
+    lam: jax.Array  # [I] inequality multipliers, >= 0
+
+
+def default_params(dtype=jnp.float64) -> FirstOrderParams:
+    """Settings that reach ~1e-6 relative accuracy on the shipped problems."""
+    return FirstOrderParams(
+        learning_rate=jnp.asarray(1e-2, dtype),
+        temperature0=jnp.asarray(1e-2, dtype),
+        penalty=jnp.asarray(100.0, dtype),
+    )
+
+
+def make_optimizer(method: str, schedule) -> optax.GradientTransformation:
+    """The Optax optimizer called ``method``.
+
+    Raises:
+      ValueError: unknown name (the message lists the choices).
+    """
+    if method not in _OPTIMIZERS:
+        raise ValueError(
+            f"method = {method!r}: unknown first-order method; choose one of {list(METHODS)}."
+        )
+    return _OPTIMIZERS[method](schedule)
+
+
+# ----------------------------------------------------------------------------------------
+# Smoothed objective
+
+
+def smooth_comm_time_s(bw_gbps: jax.Array, p: Problem, temperature: jax.Array) -> jax.Array:
+    """Communication time (s) with each phase's max over dims replaced by a log-sum-exp.
+
+    Args:
+      bw_gbps: [D] bandwidths (GB/s).
+      p: the problem.
+      temperature: [] smoothing relative to each phase's time (0 < temperature).
+
+    Returns:
+      [] sum_k w_k smax_k >= comm_time_s, within temperature * log(D) relatively.
+    """
+    used = p.traffic_gb > 0
+    t = model.dim_times_s(bw_gbps, p)  # [K, D], 0 where unused (double where inside)
+    m = jax.lax.stop_gradient(jnp.max(t, axis=-1, initial=0.0))  # [K]
+    tau = temperature * m
+    safe_tau = jnp.where(tau > 0, tau, 1.0)
+    z = jnp.where(used, (t - m[:, None]) / safe_tau[:, None], 0.0)
+    s = jnp.sum(jnp.where(used, jnp.exp(z), 0.0), axis=-1)  # >= 1 where a dim is used
+    lse = jnp.where(tau > 0, m + tau * jnp.log(jnp.where(s > 0, s, 1.0)),
+                    jnp.max(t, axis=-1, initial=0.0))
+    return jnp.sum(p.weight * lse)
+
+
+# ----------------------------------------------------------------------------------------
+# Projection onto box ∩ {sum row}
+
+
+def sum_row(p: Problem):
+    """Finds the total-bandwidth row among a_eq / a_in (inside jit; no host sync).
+
+    Returns:
+      (has, is_eq, total, eq_mask [E], in_mask [I]): whether a row proportional to all ones
+      with positive entries exists (equality rows preferred), whether it is an equality,
+      the total it imposes on sum(bw) (GB/s), and one-hot masks of the chosen row.
+    """
+
+    def ones_rows(a):
+        mean = jnp.mean(a, axis=1) if a.shape[1] else jnp.zeros(a.shape[:1], a.dtype)
+        return (mean > 0) & jnp.all(jnp.abs(a - mean[:, None]) <= _ONES_TOL, axis=1)
+
+    def first(mask):
+        idx = jnp.argmax(mask) if mask.shape[0] else 0
+        return mask & (jnp.arange(mask.shape[0]) == idx)
+
+    eq_ones, in_ones = ones_rows(p.a_eq), ones_rows(p.a_in)
+    has_eq = jnp.any(eq_ones)
+    eq_mask = first(eq_ones)
+    in_mask = first(in_ones) & ~has_eq
+    has = has_eq | jnp.any(in_ones)
+
+    def total(a, b, mask):
+        coef = jnp.sum(jnp.where(mask, jnp.mean(a, axis=1), 0.0)) if a.shape[0] else 0.0
+        rhs = jnp.sum(jnp.where(mask, b, 0.0))
+        return rhs / jnp.where(coef > 0, coef, 1.0)
+
+    tot = jnp.where(has_eq, total(p.a_eq, p.b_eq, eq_mask), total(p.a_in, p.b_in, in_mask))
+    return has, has_eq, tot, eq_mask, in_mask
+
+
+def project_box_sum(y, lo, up, has, is_eq, total):
+    """Euclidean projection of y onto {lo <= x <= up} ∩ {sum x == total (or <= if not is_eq)}.
+
+    Without a sum row (``has`` False) it is the box projection. Assumes the set is non-empty
+    (sum(lo) <= total, and sum(up) >= total for an equality), which `build_problem` ensures.
+
+    Args:
+      y: [D] point; lo, up: [D] finite bounds; has, is_eq: [] bool; total: [] scalar.
+
+    Returns:
+      [D] the projection.
+    """
+    box = optax.projections.projection_box(y, lo, up)
+
+    def sum_at(tau):
+        return jnp.sum(jnp.clip(y - tau, lo, up))
+
+    # sum_at is non-increasing in tau; bracket the root of sum_at(tau) == total.
+    t_lo = jnp.min(y - up)  # sum_at(t_lo) = sum(up) >= total
+    t_hi = jnp.max(y - lo)  # sum_at(t_hi) = sum(lo) <= total
+
+    def bisect(_, bracket):
+        a, b = bracket
+        mid = 0.5 * (a + b)
+        big = sum_at(mid) > total
+        return jnp.where(big, mid, a), jnp.where(big, b, mid)
+
+    a, b = jax.lax.fori_loop(0, _BISECTION_STEPS, bisect, (t_lo, t_hi))
+    tau = 0.5 * (a + b)
+    # Exact tau on the active set identified by the bracket: free coordinates are those
+    # strictly inside the box at both ends of it.
+    free = (y - a < up) & (y - b > lo)
+    fixed = jnp.where(y - b >= up, up, jnp.where(y - a <= lo, lo, 0.0))
+    n_free = jnp.sum(free)
+    tau_exact = (jnp.sum(jnp.where(free, y, 0.0)) - (total - jnp.sum(jnp.where(free, 0.0, fixed)))
+                 ) / jnp.where(n_free > 0, n_free, 1)
+    ok = (n_free > 0) & (tau_exact >= a) & (tau_exact <= b)
+    tau = jnp.where(ok, tau_exact, tau)
+    on_row = jnp.clip(y - tau, lo, up)
+    need = has & (is_eq | (jnp.sum(box) > total))
+    return jnp.where(need, on_row, box)
+
+
+# ----------------------------------------------------------------------------------------
+# Solver
+
+
+def _lr_schedule(params: FirstOrderParams, num_steps: int):
+    decay = FINAL_LR_FACTOR ** (1.0 / max(num_steps - 1, 1))
+    return lambda count: params.learning_rate * decay ** count
+
+
+def solve_first_order(
+    p: Problem,
+    params: FirstOrderParams | None = None,
+    config: FirstOrderConfig = FirstOrderConfig(),
+) -> FirstOrderResult:
+    """Minimises the step time with an Optax method, projection and augmented Lagrangian.
+
+    Jitted (``config`` static); vmap it over problems and/or params. Never raises for
+    numerical trouble: see ``status``.
+
+    Args:
+      p: the problem (`problem.build_problem` / `problem.problem_from_arrays`).
+      params: numeric knobs (`default_params()` if None).
+      config: static settings.
+
+    Returns:
+      `FirstOrderResult`.
+
+    Raises:
+      ValueError: unknown ``config.method`` (at trace time).
+    """
+    if params is None:
+        params = default_params(p.lo.dtype)
+    make_optimizer(config.method, 1.0)  # validate before tracing
+    return _solve_jit(p, params, config)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _solve_jit(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
+    return _solve(p, params, config)
+
+
+def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
+    dtype = p.lo.dtype
+    n = config.num_steps
+    scale = jnp.maximum(jnp.max(p.upper), 1e-300)
+    lo, up = p.lo / scale, jnp.maximum(p.upper, p.lo) / scale
+    has, is_eq, total, eq_mask, in_mask = sum_row(p)
+    total = total / scale
+
+    def project(y):
+        return project_box_sum(y, lo, up, has, is_eq, total)
+
+    # Other rows, in scaled units: a @ x - b / scale.
+    a_eq, b_eq = p.a_eq, p.b_eq / scale
+    a_in, b_in = p.a_in, p.b_in / scale
+    on_eq, on_in = ~eq_mask, ~in_mask
+
+    x0 = project(p.interior / scale)
+    t_ref = model.comm_time_s(x0 * scale, p)
+    t_ref = jnp.where(t_ref > 0, t_ref, 1.0)
+    rho = params.penalty
+    temp_decay = (FINAL_TEMPERATURE / params.temperature0) ** (1.0 / max(n - 1, 1))
+
+    def lagrangian(x, temp, nu, lam):
+        f = smooth_comm_time_s(x * scale, p, temp) / t_ref
+        r_eq = jnp.where(on_eq, a_eq @ x - b_eq, 0.0)
+        r_in = jnp.where(on_in, a_in @ x - b_in, 0.0)
+        al_eq = nu @ r_eq + 0.5 * rho * jnp.sum(r_eq**2)
+        shifted = jnp.maximum(lam / rho + r_in, 0.0)
+        al_in = 0.5 * rho * jnp.sum(shifted**2 - (lam / rho) ** 2)
+        return f + al_eq + al_in
+
+    opt = make_optimizer(config.method, _lr_schedule(params, n))
+
+    def body(state: _State, i):
+        temp = params.temperature0 * temp_decay**i
+        loss, g = jax.value_and_grad(lagrangian)(state.x, temp, state.nu, state.lam)
+        upd, opt_state = opt.update(g, state.opt_state, state.x)
+        x = project(optax.apply_updates(state.x, upd))
+        # Multiplier updates every al_every steps (method of multipliers).
+        update = (i + 1) % config.al_every == 0
+        r_eq = jnp.where(on_eq, a_eq @ x - b_eq, 0.0)
+        r_in = jnp.where(on_in, a_in @ x - b_in, 0.0)
+        nu = jnp.where(update, state.nu + rho * r_eq, state.nu)
+        lam = jnp.where(update, jnp.maximum(state.lam + rho * r_in, 0.0), state.lam)
+        return _State(x, opt_state, nu, lam), loss
+
+    init = _State(x0, opt.init(x0), jnp.zeros_like(b_eq), jnp.zeros_like(b_in))
+    final, losses = jax.lax.scan(body, init, jnp.arange(n, dtype=dtype))
+    bw = final.x * scale
+    step = model.step_time_s(bw, p)
+    viol = model.max_violation(bw, p)
+    inputs_finite = (
+        jnp.all(jnp.isfinite(p.traffic_gb)) & jnp.all(jnp.isfinite(p.weight))
+        & jnp.isfinite(p.compute_s) & jnp.all(jnp.isfinite(p.upper))
+        & jnp.all(jnp.isfinite(p.lo))
+    )
+    finite = (inputs_finite & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
+              & jnp.isfinite(viol) & jnp.all(jnp.isfinite(losses)))
+    status = jnp.where(finite, int(Status.NOT_CONVERGED), int(Status.NONFINITE))
+    return FirstOrderResult(bw=bw, step_s=step, max_violation=viol,
+                            status=status.astype(jnp.int32), losses=losses)
