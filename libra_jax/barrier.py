@@ -58,6 +58,7 @@ class BarrierResult(NamedTuple):
     newton_steps: jax.Array  # [] total Newton steps
     centred: jax.Array  # [] bool: last centring met its tolerance
     finite: jax.Array  # [] bool: every quantity stayed finite
+    started_inside: jax.Array  # [] bool: z0 was strictly feasible (else nothing was solved)
 
 
 def _slacks(z: jax.Array, data: BarrierData):
@@ -207,5 +208,5 @@ def barrier_minimize(
     finite = jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(nu)) & inside
     return BarrierResult(
         z=z, s=s, nu=nu / s, lam=lam, mu_epi=mu_epi, newton_steps=total,
-        centred=centred, finite=finite,
+        centred=centred, finite=finite, started_inside=_slacks(z0, data)[2],
     )

@@ -49,7 +49,8 @@ jax.config.update("jax_enable_x64", True)
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
 _BISECTION_STEPS = 80  # halvings of the dual bracket (float64: 2^-80 of the bracket)
-_ONES_TOL = 1e-12  # a row is "the sum row" when all its entries agree to this
+_ONES_TOL = 1e-12
+_MAPPING_STEP = 1e-3  # largest coordinate move (scaled units) of the gradient mapping  # a row is "the sum row" when all its entries agree to this
 
 
 # Registry of Optax optimizers: name -> factory(learning_rate schedule).
@@ -283,6 +284,14 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     def project(y):
         return project_box_sum(y, lo, up, has, is_eq, total)
 
+    def gradient_mapping(x, g):
+        # (x - P(x - eta g)) / eta: the gradient with its components along the normals of
+        # the active simple constraints removed. Adam rescales each coordinate, so it must
+        # not see the component along the sum row (every partial derivative is negative: a
+        # raw Adam step is ~ -lr * ones, which the projection then cancels entirely).
+        eta = _MAPPING_STEP / jnp.maximum(jnp.max(jnp.abs(g)), 1e-300)
+        return (x - project(x - eta * g)) / eta
+
     # Other rows, in scaled units: a @ x - b / scale.
     a_eq, b_eq = p.a_eq, p.b_eq / scale
     a_in, b_in = p.a_in, p.b_in / scale
@@ -308,6 +317,7 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     def body(state: _State, i):
         temp = params.temperature0 * temp_decay**i
         loss, g = jax.value_and_grad(lagrangian)(state.x, temp, state.nu, state.lam)
+        g = gradient_mapping(state.x, g)
         upd, opt_state = opt.update(g, state.opt_state, state.x)
         x = project(optax.apply_updates(state.x, upd))
         # Multiplier updates every al_every steps (method of multipliers).

@@ -283,15 +283,14 @@ def problem_from_arrays(
     elif spec.total_bw_mode not in ("eq", "le"):
         raise LibraInputError(f"{f}.total_bw_mode = {spec.total_bw_mode!r}: must be 'eq' or 'le'.")
     linear = list(spec.linear or ())
-    a_eq_l, b_eq_l, a_in_l, b_in_l = parse_linear_constraints(linear, d, f"{f}.linear")
-    # Keep the user's index for messages: re-parse one at a time (cheap, a few strings).
-    for i, s in enumerate(linear):
-        ae, be, ai, bi = parse_linear_constraints([s], d, f"{f}.linear")
+    parse_linear_constraints(linear, d, f"{f}.linear")  # errors name the index in the list
+    # One string at a time, to keep each row's name for conflict messages.
+    for i, text in enumerate(linear):
+        ae, be, ai, bi = parse_linear_constraints([text], d, f"{f}.linear")
         for a, b in zip(ae, be):
-            rows.add(a, b, True, f'{f}.linear[{i}] = "{s}"')
+            rows.add(a, b, True, f'{f}.linear[{i}] = "{text}"')
         for a, b in zip(ai, bi):
-            rows.add(a, b, False, f'{f}.linear[{i}] = "{s}"')
-    del a_eq_l, b_eq_l, a_in_l, b_in_l
+            rows.add(a, b, False, f'{f}.linear[{i}] = "{text}"')
     if spec.max_cost_usd is not None:
         budget = float(spec.max_cost_usd)
         if not has_cost:

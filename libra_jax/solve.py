@@ -164,6 +164,7 @@ def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
         # lam_cap: multiplier of "cost <= cap" in s per $, i.e. -dv/dc at this level.
         bw=bw, step_s=step, lb_s=lb, lam_cap=res.lam[n_gen - 1] / rate_norm,
         centred=res.centred, finite=res.finite & jnp.isfinite(lb) & jnp.isfinite(step),
+        started_inside=res.started_inside,
         violation=viol, newton_steps=res.newton_steps,
     )
 
@@ -178,8 +179,10 @@ def _perf_levels_jit(p, caps, config=BarrierConfig()):
     return jax.vmap(lambda c: _perf_core(p, c, True, p.interior, config))(caps)
 
 
-def _status(finite, gap, rel_viol) -> Status:
+def _status(finite, gap, rel_viol, started_inside=True) -> Status:
     """ok means certified: finite, gap <= GAP_TOL and violation <= VIOLATION_TOL."""
+    if not started_inside:
+        return Status.INFEASIBLE
     if not finite:
         return Status.NONFINITE
     if gap is not None and gap <= GAP_TOL and rel_viol <= VIOLATION_TOL:
@@ -218,7 +221,7 @@ def _perf(p: Problem, config: BarrierConfig):
     step = float(out["step_s"])
     gap = max(step - lb, 0.0) / lb if lb > 0 else float("inf")
     rel_viol = max(float(out["violation"]), 0.0) / _scale(p)
-    status = _status(bool(out["finite"]), gap, rel_viol)
+    status = _status(bool(out["finite"]), gap, rel_viol, bool(out["started_inside"]))
     return out, gap, lb, rel_viol, status
 
 
