@@ -74,10 +74,19 @@ def _slacks(z: jax.Array, data: BarrierData):
 
 
 def barrier_value(z: jax.Array, data: BarrierData) -> jax.Array:
-    """-sum(log(slacks)), +inf outside the domain."""
+    """-sum(log(slacks)), +inf outside the domain.
+
+    A padded phase (no pair with traffic) leaves its t_k free with zero weight; the term
+    t_k^2 / 2 pins it at 0 so that the Newton system stays non-singular (padding must not
+    change a result, and does not: t_k appears nowhere else).
+    """
     lin, epi, inside = _slacks(z, data)
-    val = -jnp.sum(jnp.log(jnp.where(lin > 0, lin, 1.0))) - jnp.sum(
-        jnp.log(jnp.where(epi > 0, epi, 1.0))
+    d = data.epi_traffic.shape[1]
+    t_free = ~jnp.any(data.epi_on, axis=1)
+    val = (
+        -jnp.sum(jnp.log(jnp.where(lin > 0, lin, 1.0)))
+        - jnp.sum(jnp.log(jnp.where(epi > 0, epi, 1.0)))
+        + 0.5 * jnp.sum(jnp.where(t_free, z[d:] ** 2, 0.0))
     )
     return jnp.where(inside, val, jnp.inf)
 
