@@ -46,6 +46,7 @@ from libra_jax.workload import Workload, check_workload_network, load_workload
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "libra_inputs"
 
 OBJECTIVES = ("perf", "perf_per_cost")
+SOLVER_METHODS = ("barrier", "optax")
 TOTAL_BW_MODES = ("eq", "le")
 
 
@@ -88,6 +89,13 @@ class ConstraintsConfig:
 
 
 @dataclasses.dataclass
+class SolverConfig:
+    """Which optimiser runs (see README "How the solver works")."""
+
+    method: str = "barrier"  # barrier (Newton interior point, default) | optax (first order)
+
+
+@dataclasses.dataclass
 class LibraConfig:
     """One optimisation run."""
 
@@ -96,6 +104,7 @@ class LibraConfig:
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
     constraints: ConstraintsConfig = dataclasses.field(default_factory=ConstraintsConfig)
     objective: str = "perf"  # perf (min step time) | perf_per_cost (min step time x cost)
+    solver: SolverConfig = dataclasses.field(default_factory=SolverConfig)
 
 
 def register_configs() -> None:
@@ -219,6 +228,12 @@ def to_inputs(
 
     # Cheap consistency checks first, before any file is read.
     _check_choice("objective", c.objective, OBJECTIVES)
+    _check_choice("solver.method", c.solver.method, SOLVER_METHODS)
+    if c.solver.method == "optax" and c.objective != "perf":
+        raise LibraInputError(
+            f"solver.method=optax supports objective=perf only (got objective={c.objective}); "
+            "use solver.method=barrier for perf_per_cost."
+        )
     _check_choice("constraints.total_bw_mode", c.constraints.total_bw_mode, TOTAL_BW_MODES)
     source = _network_source(c.network)
     if c.cost_model.file is None:

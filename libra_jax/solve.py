@@ -226,12 +226,14 @@ def _perf(p: Problem, config: BarrierConfig):
 
 
 def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierConfig(),
-          *, max_rounds: int = 40, batch: int = 16) -> SolveResult:
+          *, method: str = "barrier", max_rounds: int = 40, batch: int = 16) -> SolveResult:
     """Solves one problem on the host. Never raises for numerical trouble: see ``status``.
 
     Args:
       p: the problem (`problem.build_problem`).
       objective: "perf" (minimise step time) or "perf_per_cost" (minimise time x cost).
+      method: "barrier" (Newton interior point) or "optax" (first-order, `first_order.py`,
+        perf only); both report the certified gap of `certificate.tangent_lp_bound`.
       config: barrier loop settings.
       max_rounds: cutting-plane rounds for perf_per_cost.
       batch: cost levels solved per vmapped round for perf_per_cost.
@@ -243,7 +245,13 @@ def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierCo
         raise LibraInputError(
             f"objective = {objective!r}: unknown; choose 'perf' or 'perf_per_cost'."
         )
+    if method not in ("barrier", "optax"):
+        raise LibraInputError(f"solver.method = {method!r}: choose 'barrier' or 'optax'.")
     start = time.perf_counter()
+    if method == "optax":
+        if objective != "perf":
+            raise LibraInputError("solver.method = 'optax' supports objective = perf only.")
+        return _perf_optax(p, start)
     out, gap, lb, rel_viol, status = _perf(p, config)
     if objective == "perf":
         return _result(p, "perf", status, out["bw"], gap, lb * 1e9, rel_viol,
@@ -253,6 +261,20 @@ def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierCo
             "objective = perf_per_cost needs a cost model: set cost_model.file."
         )
     return _perf_per_cost(p, out, lb, status, config, start, max_rounds, batch)
+
+
+def _perf_optax(p: Problem, start: float) -> SolveResult:
+    from libra_jax.first_order import default_params, solve_first_order
+
+    out = jax.device_get(solve_first_order(p, default_params()))
+    bw = np.asarray(out.bw)
+    finite = bool(np.all(np.isfinite(bw))) and int(out.status) != Status.NONFINITE
+    lb = tangent_lp_bound(p, bw)[0] if finite else -np.inf
+    step = float(model.step_time_s(jnp.asarray(bw), p))
+    gap = max(step - lb, 0.0) / lb if lb > 0 else float("inf")
+    rel_viol = max(float(model.max_violation(jnp.asarray(bw), p)), 0.0) / _scale(p)
+    status = _status(finite, gap, rel_viol)
+    return _result(p, "perf", status, bw, gap, lb * 1e9, rel_viol, time.perf_counter() - start)
 
 
 def _perf_per_cost(p, perf_out, perf_lb, perf_status, config, start, max_rounds, batch):

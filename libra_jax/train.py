@@ -46,7 +46,7 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
     """Solve one configured problem, print the table, write ``result.json``; return its dict."""
     network, workload, cost_rates, spec = config.to_inputs(cfg)
     problem = build_problem(network, workload, cost_rates, spec)
-    result = solve(problem, objective=cfg.objective)
+    result = solve(problem, objective=cfg.objective, method=cfg.solver.method)
     baseline = equal_split(problem)
     workload_file = config.resolve_path(cfg.workload.file, "workload.file")
     print(report.format_table(result, baseline, network, workload, spec), flush=True)
