@@ -126,8 +126,17 @@ class BatchResult:
         return len(self.status)
 
 
+def _shard(tree, devices):
+    """Places the leading (batch) axis of every leaf across ``devices`` (jax.sharding)."""
+    if len(devices) <= 1:
+        return tree
+    mesh = jax.sharding.Mesh(np.asarray(devices), ("batch",))
+    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
+    return jax.device_put(tree, spec)
+
+
 def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig(),
-                chunk: int | None = None) -> BatchResult:
+                chunk: int | None = None, devices: list | None = None) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
     Args:
@@ -136,7 +145,12 @@ def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig()
       chunk: at most this many problems per device call (memory bound); None = whole bucket.
         A bucket's last partial chunk is padded by repeating a problem, so chunks of one
         bucket share one compilation.
+      devices: devices to shard each chunk's batch axis over (default: all local devices:
+        the GPUs, or the CPU devices made by
+        XLA_FLAGS=--xla_force_host_platform_device_count=N). Chunks are rounded up to a
+        multiple of their number.
     """
+    devices = jax.local_devices() if devices is None else list(devices)
     n = len(problems)
     bw: list = [None] * n
     step = np.empty(n)
@@ -149,6 +163,7 @@ def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig()
         buckets.setdefault(bucket_shape(p), []).append(idx)
     for shape, idxs in buckets.items():
         size = chunk or len(idxs)
+        size = -(-size // len(devices)) * len(devices)
         for start in range(0, len(idxs), size):
             part = idxs[start:start + size]
             padded = [pad_problem(problems[i], shape) for i in part]
@@ -157,7 +172,8 @@ def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig()
             for j, i in enumerate(part):
                 valid[j, : problems[i].num_dims] = True
             valid[len(part):] = valid[0]
-            out = jax.device_get(solve_stacked(stack(padded), valid, config))
+            batch = _shard((stack(padded), valid), devices)
+            out = jax.device_get(solve_stacked(*batch, config))
             for j, i in enumerate(part):
                 d = problems[i].num_dims
                 bw[i] = np.asarray(out["bw"][j][:d])
