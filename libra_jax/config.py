@@ -46,6 +46,7 @@ from libra_jax.workload import Workload, check_workload_network, load_workload
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "libra_inputs"
 
 OBJECTIVES = ("perf", "perf_per_cost")
+MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
 SOLVER_METHODS = ("barrier", "optax")
 TOTAL_BW_MODES = ("eq", "le")
 
@@ -77,6 +78,15 @@ class WorkloadConfig:
 
 
 @dataclasses.dataclass
+class WorkloadEntryConfig:
+    """One entry of ``workloads`` (multi-workload runs): like ``workload`` plus a name."""
+
+    file: Optional[str] = None
+    communicator_file: Optional[str] = None
+    name: Optional[str] = None  # default: the workload's own name (file stem)
+
+
+@dataclasses.dataclass
 class ConstraintsConfig:
     """Constraints on the bandwidth vector ``bw`` [D] in GB/s per NPU."""
 
@@ -105,6 +115,10 @@ class LibraConfig:
     constraints: ConstraintsConfig = dataclasses.field(default_factory=ConstraintsConfig)
     objective: str = "perf"  # perf (min step time) | perf_per_cost (min step time x cost)
     solver: SolverConfig = dataclasses.field(default_factory=SolverConfig)
+    # Multi-workload runs (libra_jax/multi.py): several workloads share one network.
+    workloads: Optional[List[WorkloadEntryConfig]] = None  # set -> workload.file must be null
+    weights: Optional[List[float]] = None  # [N] >= 0, one per workload; null -> all 1
+    multi_objective: str = "sum_time"  # sum_time | sum_time_x_cost | worst_slowdown
 
 
 def register_configs() -> None:
@@ -225,6 +239,15 @@ def to_inputs(
         file and field) and the offending value.
     """
     c = _as_config(cfg)
+    if c.workloads is not None:
+        raise LibraInputError(
+            "workloads is set: this is a multi-workload run (see to_multi_inputs)."
+        )
+    if c.weights is not None:
+        raise LibraInputError(
+            f"weights={c.weights!r} is only used with workloads (a multi-workload run); "
+            "set weights=null or give workloads."
+        )
 
     # Cheap consistency checks first, before any file is read.
     _check_choice("objective", c.objective, OBJECTIVES)
@@ -302,3 +325,78 @@ def to_inputs(
         max_cost_usd=k.max_cost_usd,
     )
     return network, workload, cost_rates, spec
+
+
+# --------------------------------------------------------------------------------------------
+# Multi-workload runs
+# --------------------------------------------------------------------------------------------
+
+
+def is_multi(cfg: Any) -> bool:
+    """True when the config names several workloads (``workloads`` is set)."""
+    return _as_config(cfg).workloads is not None
+
+
+def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
+    """Turn a multi-workload run config into model inputs.
+
+    Returns:
+      ``(network, entries, weights, cost_rates, spec, multi_objective)``: ``entries`` is a
+      list of ``(name, Workload, resolved workload path)``, ``weights`` [N] float64.
+
+    Raises:
+      LibraInputError: as :func:`to_inputs`, naming ``workloads[i]``; also ``workloads`` with
+        ``workload.file`` set, an empty list, bad ``weights`` or ``multi_objective``.
+    """
+    from libra_jax.multi import check_weights  # late: multi imports the solver
+
+    c = _as_config(cfg)
+    if c.workloads is None:
+        raise LibraInputError("workloads is null; a multi-workload run needs a list of workloads.")
+    if c.workload.file is not None or c.workload.communicator_file is not None:
+        raise LibraInputError(
+            f"workloads and workload.file={c.workload.file!r} are both set: give the workloads "
+            "either as one workload.file or as the workloads list, not both (set "
+            "workload.file=null workload.communicator_file=null)."
+        )
+    if len(c.workloads) == 0:
+        raise LibraInputError(
+            "workloads is an empty list; give at least one entry {file, communicator_file, name}."
+        )
+    _check_choice("multi_objective", c.multi_objective, MULTI_OBJECTIVES)
+    if c.objective != "perf":
+        raise LibraInputError(
+            f"objective={c.objective} is not used with workloads; choose multi_objective "
+            "(sum_time | sum_time_x_cost | worst_slowdown) and leave objective=perf."
+        )
+    if c.solver.method != "barrier":
+        raise LibraInputError(
+            f"solver.method={c.solver.method} is not supported with workloads; use "
+            "solver.method=barrier."
+        )
+    if c.multi_objective == "sum_time_x_cost" and c.cost_model.file is None:
+        raise LibraInputError(
+            "multi_objective=sum_time_x_cost needs a cost model, but cost_model.file is null; "
+            "set cost_model.file or use multi_objective=sum_time."
+        )
+    weights = check_weights(c.weights, len(c.workloads), "weights")
+    entries = []
+    network = cost_rates = spec = None
+    for i, entry in enumerate(c.workloads):
+        if entry.file is None:
+            raise LibraInputError(f"workloads[{i}].file is null; every entry needs a file.")
+        sub = dataclasses.replace(
+            c,
+            workload=WorkloadConfig(file=entry.file, communicator_file=entry.communicator_file),
+            workloads=None, weights=None, objective="perf",
+        )
+        try:
+            network, workload, cost_rates, spec = to_inputs(sub, base_dir)
+            path = resolve_path(entry.file, "workload.file", base_dir)
+        except LibraInputError as e:
+            msg = str(e).replace("workload.communicator_file", f"workloads[{i}].communicator_file")
+            msg = msg.replace("workload.file", f"workloads[{i}].file")
+            raise LibraInputError(msg if msg.startswith(f"workloads[{i}]") else
+                                  f"workloads[{i}]: {msg}") from None
+        entries.append((entry.name or workload.name, workload, path))
+    return network, entries, weights, cost_rates, spec, c.multi_objective

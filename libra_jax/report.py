@@ -303,3 +303,125 @@ def format_table(
             f"warning: solver status is {result.status!r}; treat the numbers above with care."
         )
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Multi-workload runs (libra_jax/multi.py)
+# --------------------------------------------------------------------------------------------
+
+#: Keys a multi-workload ``result.json`` adds after :data:`RESULT_KEYS`.
+MULTI_EXTRA_KEYS = ("objective_value", "workloads")
+#: Keys of each entry of the ``workloads`` list.
+MULTI_WORKLOAD_KEYS = (
+    "name",
+    "weight",
+    "step_time_ns",
+    "own_optimum_step_time_ns",
+    "equal_split_step_time_ns",
+)
+
+_MULTI_WORDS = {
+    "sum_time": "minimise the weighted sum of step times",
+    "sum_time_x_cost": "minimise network cost x the weighted sum of step times",
+    "worst_slowdown": "minimise the worst slowdown against each workload's own optimum",
+}
+
+
+def multi_result_dict(result: Any, network: Any) -> dict:
+    """The ``result.json`` dictionary of a multi-workload run (``multi.MultiResult``).
+
+    The keys of :data:`RESULT_KEYS` (``objective`` is the multi objective; ``step_time_ns``,
+    ``comm_time_ns``, ``time_x_cost``, ``speedup`` and ``baseline`` refer to the weighted sum
+    of step times; ``workload`` is null), then ``objective_value`` (ns, ns*$ or a ratio) and
+    ``workloads``: one dict per workload with the keys of :data:`MULTI_WORKLOAD_KEYS`.
+    """
+    d = result_dict(result, result.baseline, network, None)
+    d["objective_value"] = _num(result.objective_value)
+    d["workloads"] = [
+        {
+            "name": w.name,
+            "weight": _num(w.weight),
+            "step_time_ns": _num(w.step_time_ns),
+            "own_optimum_step_time_ns": _num(w.own_optimum_step_time_ns),
+            "equal_split_step_time_ns": _num(w.equal_split_step_time_ns),
+        }
+        for w in result.workloads
+    ]
+    return d
+
+
+def format_multi_table(result: Any, network: Any, spec: Any = None) -> str:
+    """The summary printed for a multi-workload run (``multi.MultiResult``)."""
+    objective = result.objective
+    names = ", ".join(w.name for w in result.workloads)
+    lines = [
+        f"LIBRA multi-workload optimisation: {len(result.workloads)} workloads ({names}) on "
+        f"{network.notation} ({network.num_npus:,} NPUs, {network.num_dims} dimensions)",
+        f"objective:   {objective} ({_MULTI_WORDS.get(objective, objective)})",
+    ]
+    for i, c in enumerate(_constraints_text(spec)):
+        lines.append(("constraints: " if i == 0 else "             ") + c)
+    lines.append("")
+
+    tiers = network.cost_tiers or ("-",) * network.num_dims
+    bw, base_bw = list(result.bandwidth_gbps), list(result.baseline.bandwidth_gbps)
+    rows = [("dim", "block", "NPUs", "cost tier", "shared GB/s", "equal split GB/s")]
+    for d in range(network.num_dims):
+        rows.append((str(d), network.blocks[d], str(network.npus[d]), tiers[d],
+                     _fmt(bw[d], ".3f"), _fmt(base_bw[d], ".3f")))
+    rows.append(("", "total", "", "", _fmt(sum(map(float, bw)), ".3f"),
+                 _fmt(sum(map(float, base_bw)), ".3f")))
+    lines += _table(rows, "rlrlrr")
+    lines.append("(bandwidth is per NPU, per dimension)")
+    lines.append("")
+
+    def ms(x: Any) -> str:
+        v = _num(x)
+        return "-" if v is None else f"{v / 1e6:,.4f} ms"
+
+    rows = [("workload", "weight", "shared design", "own optimum", "equal split",
+             "slowdown vs own", "speed-up vs equal")]
+    for w in result.workloads:
+        rows.append((
+            w.name, _fmt(w.weight, "g"), ms(w.step_time_ns), ms(w.own_optimum_step_time_ns),
+            ms(w.equal_split_step_time_ns),
+            _fmt(_ratio(w.step_time_ns, w.own_optimum_step_time_ns), ".4f", "x"),
+            _fmt(_ratio(w.equal_split_step_time_ns, w.step_time_ns), ".4f", "x"),
+        ))
+    lines += _table(rows, "lrrrrrr")
+    lines.append("(step time of each workload; own optimum: the workload alone on the network)")
+    lines.append("")
+
+    if objective == "worst_slowdown":
+        def val(x: Any) -> str:
+            return _fmt(x, ".6f", "x")
+    elif objective == "sum_time":
+        def val(x: Any) -> str:
+            v = _num(x)
+            return "-" if v is None else f"{v / 1e6:,.4f} ms ({v:,.1f} ns)"
+    else:
+        def val(x: Any) -> str:
+            return _fmt(x, ".6e", " ns*$")
+    gain = _ratio(result.baseline_objective_value, result.objective_value)
+    rows = [
+        ("objective value", val(result.objective_value)),
+        ("at the equal split", val(result.baseline_objective_value)),
+        ("gain over equal split", _fmt(gain, ".4f", "x")),
+        ("network cost", "-" if _num(result.network_cost_usd) is None
+         else f"${result.network_cost_usd:,.2f}"),
+        ("optimality gap", _fmt(result.optimality_gap, ".3e")),
+        ("max constraint violation", _fmt(result.max_violation, ".3e")),
+        ("status", str(result.status)),
+        ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
+    ]
+    lines += _table(rows, "ll")
+    if result.baseline.projected:
+        lines.append("")
+        lines.append("note: the equal split of the budget violates the constraints; the baseline")
+        lines.append("      is the nearest feasible point to it instead.")
+    if result.status != "ok":
+        lines.append("")
+        lines.append(
+            f"warning: solver status is {result.status!r}; treat the numbers above with care."
+        )
+    return "\n".join(lines)

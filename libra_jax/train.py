@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from libra_jax import config, report
+from libra_jax import config, multi, report
 from libra_jax.problem import build_problem
 from libra_jax.solve import equal_split, solve
 from libra_jax.types import LibraInputError
@@ -34,16 +34,21 @@ _JOBS: list[bool] = []  # one entry per job run; True in a multirun
 
 def _fail(output_dir: pathlib.Path, message: str, cfg: DictConfig) -> None:
     FAILURES.append(f"{output_dir}: {message}")
+    multi_run = cfg.get("workloads") is not None
     data = report.error_dict(
         message,
-        objective=cfg.get("objective"),
+        objective=cfg.get("multi_objective") if multi_run else cfg.get("objective"),
         workload_file=cfg.get("workload", {}).get("file"),
     )
+    if multi_run:
+        data.update({k: None for k in report.MULTI_EXTRA_KEYS})
     report.write_json(output_dir / "result.json", data)
 
 
 def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
     """Solve one configured problem, print the table, write ``result.json``; return its dict."""
+    if cfg.get("workloads") is not None:
+        return run_multi(cfg, output_dir)
     network, workload, cost_rates, spec = config.to_inputs(cfg)
     problem = build_problem(network, workload, cost_rates, spec)
     result = solve(problem, objective=cfg.objective, method=cfg.solver.method)
@@ -51,6 +56,20 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
     workload_file = config.resolve_path(cfg.workload.file, "workload.file")
     print(report.format_table(result, baseline, network, workload, spec), flush=True)
     data = report.result_dict(result, baseline, network, workload, workload_file)
+    report.write_json(output_dir / "result.json", data)
+    print(f"result: {output_dir / 'result.json'}", flush=True)
+    return data
+
+
+def run_multi(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
+    """A multi-workload run (``workloads=[...]``): solve, print, write ``result.json``."""
+    network, entries, weights, cost_rates, spec, objective = config.to_multi_inputs(cfg)
+    problems = [build_problem(network, wl, cost_rates, spec) for _, wl, _ in entries]
+    result = multi.solve_multi(
+        problems, [name for name, _, _ in entries], weights, objective, cost_rates, spec
+    )
+    print(report.format_multi_table(result, network, spec), flush=True)
+    data = report.multi_result_dict(result, network)
     report.write_json(output_dir / "result.json", data)
     print(f"result: {output_dir / 'result.json'}", flush=True)
     return data

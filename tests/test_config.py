@@ -35,6 +35,10 @@ def test_presets_found():
 @pytest.mark.parametrize("name", PRESETS)
 def test_preset_builds_inputs(name):
     cfg = _compose(f"conf={name}")
+    if config.is_multi(cfg):
+        network, entries, weights, rates, spec, _ = config.to_multi_inputs(cfg)
+        assert network.num_dims == 4 and len(entries) == 3 and spec.total_bw_gbps == 500.0
+        return
     network, workload, rates, spec = config.to_inputs(cfg)
     dims = 4 if "_4d" in name else 3
     assert network.num_dims == dims
@@ -59,7 +63,11 @@ def test_preset_builds_inputs(name):
 
 def test_default_config_has_every_key():
     cfg = _compose()
-    assert set(cfg) == {"network", "cost_model", "workload", "constraints", "objective"}
+    assert set(cfg) == {
+        "network", "cost_model", "workload", "constraints", "objective", "solver",
+        "workloads", "weights", "multi_objective",
+    }
+    assert cfg.solver.method == "barrier" and cfg.workloads is None
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers"}
     assert set(cfg.cost_model) == {"file"}
     assert set(cfg.workload) == {"file", "communicator_file"}

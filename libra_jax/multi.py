@@ -1,0 +1,396 @@
+"""Multi-workload optimisation: one network (one bandwidth vector) shared by several workloads.
+
+Given workloads i = 1..N on the same network and constraints, with weights w_i >= 0, the
+objectives are
+
+* ``sum_time``        minimise sum_i w_i step_i(bw)            (LIBRA's multi-workload design,
+                      which is the unweighted case w_i = 1);
+* ``sum_time_x_cost`` minimise cost(bw) * sum_i w_i step_i(bw);
+* ``worst_slowdown``  minimise max_i step_i(bw) / own_i, own_i = workload i's own optimal
+                      step time (a robust design; the weights play no part).
+
+The first two are exact reductions to one problem: since
+step_i(bw) = compute_i + sum_{k in i} weight_k max_d traffic_kd / bw_d,
+
+    sum_i w_i step_i(bw) = sum_i w_i compute_i + sum_{all phases k} (w_i weight_k) max_d ...
+
+which is the step time of ONE `Problem` with every workload's phases (identical phases merged,
+weights summed) and compute sum_i w_i compute_i (`merge_problems`). `solve.solve` on it with
+``perf`` / ``perf_per_cost`` gives the certified optimum.
+
+The worst slowdown is solved in epigraph form over z = (bw [D], s, t [K]) (K distinct phases of
+all workloads) by `barrier.barrier_minimize`: minimise s subject to
+(compute_i + sum_k W_ik t_k) / own_i <= s for every workload, t_k >= traffic_kd / bw_d, and the
+problem's own rows. (The s column sits between bw and t as a dimension no phase uses, so the
+barrier's bw / t split and its pinning of traffic-free phases leave it alone.) Certificate, by
+weak duality: for any theta in the simplex,
+min_bw max_i step_i / own_i >= min_bw sum_i theta_i step_i(bw) / own_i, a weighted-sum perf
+problem; with theta the barrier multipliers of the workload rows (normalised), its certified
+lower bound (`solve.solve`) is a lower bound of the robust optimum, and gap = (value - LB) / LB.
+The own optima are those reported (each certified within its own gap of the exact one); the
+slowdowns are measured against them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from libra_jax import objective as model
+from libra_jax import solve as solve_mod
+from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize
+from libra_jax.problem import ConstraintSpec, Problem, problem_from_arrays
+from libra_jax.types import STATUS_NAMES, LibraInputError
+
+jax.config.update("jax_enable_x64", True)
+
+MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
+OBJECTIVE_UNITS = {"sum_time": "ns", "sum_time_x_cost": "ns*$", "worst_slowdown": "x"}
+
+
+@dataclasses.dataclass
+class WorkloadOutcome:
+    """One workload under the shared design, its own optimum and the equal split (ns)."""
+
+    name: str
+    weight: float
+    step_time_ns: float  # under the shared design
+    own_optimum_step_time_ns: float  # its own perf optimum (solve.solve on its problem)
+    equal_split_step_time_ns: float  # under the equal split (solve.equal_split)
+    own_status: str = "ok"
+    own_optimality_gap: float | None = None
+    own_bandwidth_gbps: np.ndarray | None = None
+
+    @property
+    def slowdown(self) -> float:
+        """Shared-design step time / own optimum (>= 1 up to the own optimum's gap)."""
+        return self.step_time_ns / self.own_optimum_step_time_ns
+
+    @property
+    def speedup(self) -> float:
+        """Equal-split step time / shared-design step time."""
+        return self.equal_split_step_time_ns / self.step_time_ns
+
+
+@dataclasses.dataclass
+class MultiResult:
+    """Result of `solve_multi` (host side)."""
+
+    objective: str  # one of MULTI_OBJECTIVES
+    status: str  # "ok" when certified (gap <= solve.GAP_TOL, violation small, own optima ok)
+    bandwidth_gbps: np.ndarray  # [D] the shared design
+    objective_value: float  # ns (sum_time), ns*$ (sum_time_x_cost), ratio (worst_slowdown)
+    lower_bound: float | None  # certified lower bound of objective_value (same unit)
+    optimality_gap: float | None  # (value - LB) / LB
+    max_violation: float  # largest violation / total bandwidth
+    solve_seconds: float
+    step_time_ns: float  # weighted sum of step times under the design
+    comm_time_ns: float  # weighted sum of communication times under the design
+    network_cost_usd: float | None
+    time_x_cost: float | None  # network cost x weighted sum of step times (ns*$)
+    workloads: list  # [N] WorkloadOutcome
+    baseline: solve_mod.Baseline  # equal split, on the merged (weighted-sum) problem
+    baseline_objective_value: float  # the objective at the equal split
+
+
+# ----------------------------------------------------------------------------------------
+# Combining problems
+
+
+def check_weights(weights, n: int, field: str = "weights") -> np.ndarray:
+    """[n] float64 weights (None -> ones); raises on a wrong length or a bad value."""
+    if weights is None:
+        return np.ones(n, np.float64)
+    weights = list(weights)
+    if len(weights) != n:
+        raise LibraInputError(
+            f"{field} = {weights}: has {len(weights)} entries but there are {n} workloads "
+            "(give one weight per workload, or null for all 1)."
+        )
+    out = np.empty(n, np.float64)
+    for i, v in enumerate(weights):
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.") from None
+        if not math.isfinite(out[i]) or out[i] < 0:
+            raise LibraInputError(
+                f"{field}[{i}] = {v!r}: a weight must be a finite number >= 0."
+            )
+    if not np.any(out > 0):
+        raise LibraInputError(f"{field} = {weights}: at least one weight must be > 0.")
+    return out
+
+
+def check_same_network(problems: Sequence[Problem]) -> None:
+    """All problems must share the dimensions, constraints and cost rates."""
+    if not problems:
+        raise LibraInputError("workloads: give at least one workload.")
+    p0 = problems[0]
+    fields = ("cost_rate", "lo", "hi", "a_eq", "b_eq", "a_in", "b_in")
+    for i, p in enumerate(problems[1:], start=1):
+        if p.num_dims != p0.num_dims:
+            raise LibraInputError(
+                f"workloads[{i}] has {p.num_dims} network dimensions but workloads[0] has "
+                f"{p0.num_dims}: all workloads must run on the same network."
+            )
+        for name in fields:
+            a, b = np.asarray(getattr(p, name)), np.asarray(getattr(p0, name))
+            if a.shape != b.shape or not np.array_equal(a, b):
+                raise LibraInputError(
+                    f"workloads[{i}]: its constraints ({name}) differ from workloads[0]'s; "
+                    "all workloads must share the network and its constraints."
+                )
+
+
+def merge_weighted_phases(traffic: np.ndarray, weight: np.ndarray):
+    """Drops phases without traffic or weight and merges identical rows, summing weights.
+
+    Returns (unique [K, D], weight [K], index [N]) in first-appearance order; ``index`` maps
+    each input row to its merged row (-1 for a dropped row).
+    """
+    traffic = np.asarray(traffic, np.float64)
+    weight = np.asarray(weight, np.float64)
+    keep = (traffic > 0).any(axis=1) & (weight > 0)
+    index = np.full(traffic.shape[0], -1, np.int64)
+    if not keep.any():
+        return np.zeros((0, traffic.shape[1])), np.zeros((0,)), index
+    uniq, first, inv = np.unique(
+        traffic[keep], axis=0, return_index=True, return_inverse=True
+    )
+    inv = np.asarray(inv).reshape(-1)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    merged_w = np.zeros(len(uniq))
+    np.add.at(merged_w, rank[inv], weight[keep])
+    index[keep] = rank[inv]
+    return uniq[order], merged_w, index
+
+
+def weighted_arrays(problems: Sequence[Problem], weights) -> tuple[np.ndarray, np.ndarray, float]:
+    """(traffic [K, D], weight [K], compute_s) of sum_i weights_i step_i (phases merged)."""
+    w = np.asarray(weights, np.float64)
+    traffic = np.concatenate([np.asarray(p.traffic_gb, np.float64) for p in problems])
+    weight = np.concatenate(
+        [wi * np.asarray(p.weight, np.float64) for wi, p in zip(w, problems)]
+    )
+    compute = float(sum(wi * float(p.compute_s) for wi, p in zip(w, problems)))
+    t, k, _ = merge_weighted_phases(traffic, weight)
+    return t, k, compute
+
+
+def merge_problems(
+    problems: Sequence[Problem],
+    weights,
+    cost_rates_usd_per_gbps: np.ndarray | None,
+    spec: ConstraintSpec,
+) -> Problem:
+    """The `Problem` whose step time is sum_i weights_i step_i(bw) (same constraints).
+
+    Args:
+      problems: one per workload, built with the same network, ``spec`` and cost rates.
+      weights: [N] >= 0.
+      cost_rates_usd_per_gbps, spec: what the problems were built with.
+    """
+    check_same_network(problems)
+    w = check_weights(weights, len(problems))
+    traffic, weight, compute = weighted_arrays(problems, w)
+    return problem_from_arrays(
+        traffic.reshape(-1, problems[0].num_dims), weight, compute,
+        cost_rates_usd_per_gbps, spec,
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Worst-case slowdown
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig()):
+    """Epigraph barrier solve over z = (bw [D], s, t [K]); see the module docstring."""
+    d = p.num_dims
+    k, n = traffic.shape[0], wmat.shape[0]
+    g, h, g_on, e, f, e_on = solve_mod._rows(p, 0.0, False)
+    m = g.shape[0]
+    dt = g.dtype
+    g_all = jnp.concatenate([
+        jnp.concatenate([g, jnp.zeros((m, 1 + k), dt)], axis=1),
+        # (compute_i + W_i t) / own_i - s <= 0
+        jnp.concatenate([jnp.zeros((n, d), dt), -jnp.ones((n, 1), dt), wmat / own[:, None]],
+                        axis=1),
+    ])
+    h_all = jnp.concatenate([h, -compute / own])
+    g_on_all = jnp.concatenate([g_on, jnp.ones((n,), bool)])
+    e_all = jnp.concatenate([e, jnp.zeros((e.shape[0], 1 + k), dt)], axis=1)
+    epi = jnp.concatenate([traffic, jnp.zeros((k, 1), dt)], axis=1)
+    data = BarrierData(g=g_all, h=h_all, g_on=g_on_all, e=e_all, f=f, e_on=e_on,
+                       epi_traffic=epi, epi_on=epi > 0)
+    bw0 = solve_mod._project_affine(p.interior, e, f, e_on)
+    used = traffic > 0
+    times = jnp.where(used, traffic / jnp.where(used, bw0[None, :], 1.0), 0.0)
+    t0 = 1.5 * jnp.max(times, axis=1, initial=0.0) + 1e-12
+    s0 = 1.5 * jnp.max((compute + wmat @ t0) / own)
+    z0 = jnp.concatenate([bw0, jnp.reshape(s0, (1,)), t0])
+
+    def obj(z, _):
+        return z[d]
+
+    res = barrier_minimize(obj, jnp.zeros((), dt), z0, data, config)
+    theta = res.lam[m:]
+    return dict(bw=res.z[:d], s=res.z[d], theta=theta, finite=res.finite,
+                started_inside=res.started_inside, centred=res.centred)
+
+
+def _slowdowns(bw, problems, own_s) -> np.ndarray:
+    bw = jnp.asarray(bw)
+    return np.array([float(model.step_time_s(bw, p)) / o for p, o in zip(problems, own_s)])
+
+
+def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, spec,
+                   config: BarrierConfig = BarrierConfig()):
+    """Minimises max_i step_i(bw) / own_s[i] with a certified lower bound.
+
+    Returns:
+      dict(bw [D], value, lower_bound, gap, finite, started_inside, theta [N]).
+    """
+    own_s = np.asarray(own_s, np.float64)
+    d = problems[0].num_dims
+    traffic_all = np.concatenate([np.asarray(p.traffic_gb, np.float64) for p in problems])
+    ones = np.concatenate([np.asarray(p.weight, np.float64) for p in problems])
+    owner = np.concatenate([np.full(p.traffic_gb.shape[0], i) for i, p in enumerate(problems)])
+    traffic, _, index = merge_weighted_phases(traffic_all, ones)
+    wmat = np.zeros((len(problems), traffic.shape[0]))
+    ok = index >= 0
+    np.add.at(wmat, (owner[ok], index[ok]), ones[ok])
+    compute = np.array([float(p.compute_s) for p in problems])
+    out = jax.device_get(_slowdown_jit(
+        problems[0], jnp.asarray(traffic.reshape(-1, d)), jnp.asarray(wmat),
+        jnp.asarray(compute), jnp.asarray(own_s), config,
+    ))
+    bw = np.asarray(out["bw"], np.float64)
+    finite = bool(out["finite"]) and bool(np.all(np.isfinite(bw)))
+    value = float(np.max(_slowdowns(bw, problems, own_s))) if finite else math.inf
+    theta = np.maximum(np.asarray(out["theta"], np.float64), 0.0)
+    lb, gap = -math.inf, math.inf
+    if finite and np.all(np.isfinite(theta)) and theta.sum() > 0:
+        theta = theta / theta.sum()
+        scale = float(np.max(own_s))
+        weights = theta * scale / own_s  # sum_i theta_i step_i / own_i, times scale
+        lb_problem = merge_problems(problems, weights, cost_rates_usd_per_gbps, spec)
+        r = solve_mod.solve(lb_problem, "perf", config)
+        if r.lower_bound is not None and math.isfinite(r.lower_bound):
+            lb = r.lower_bound / 1e9 / scale
+        # The weighted-sum design is feasible too: keep it if it is better.
+        bw_alt = np.asarray(r.bandwidth_gbps, np.float64)
+        if np.all(np.isfinite(bw_alt)):
+            alt = float(np.max(_slowdowns(bw_alt, problems, own_s)))
+            viol = float(model.max_violation(jnp.asarray(bw_alt), problems[0]))
+            if alt < value and viol <= solve_mod.VIOLATION_TOL * solve_mod._scale(problems[0]):
+                bw, value = bw_alt, alt
+        if lb > 0:
+            gap = max(value - lb, 0.0) / lb
+    return dict(bw=bw, value=value, lower_bound=lb, gap=gap, finite=finite,
+                started_inside=bool(out["started_inside"]), theta=theta)
+
+
+# ----------------------------------------------------------------------------------------
+# Driver
+
+
+def solve_multi(
+    problems: Sequence[Problem],
+    names: Sequence[str],
+    weights,
+    objective: str,
+    cost_rates_usd_per_gbps: np.ndarray | None,
+    spec: ConstraintSpec,
+    config: BarrierConfig = BarrierConfig(),
+) -> MultiResult:
+    """Solves the multi-workload problem and evaluates every workload.
+
+    Args:
+      problems: [N] per-workload problems (`problem.build_problem`, same network, constraints
+        and cost rates).
+      names: [N] workload names.
+      weights: [N] >= 0 or None (all 1); unused by ``worst_slowdown``.
+      objective: one of MULTI_OBJECTIVES.
+      cost_rates_usd_per_gbps, spec: what the problems were built with.
+
+    Raises:
+      LibraInputError: bad objective or weights, problems on different networks, or
+        ``sum_time_x_cost`` without a cost model.
+    """
+    start = time.perf_counter()
+    if objective not in MULTI_OBJECTIVES:
+        raise LibraInputError(
+            f"multi_objective = {objective!r}: unknown; choose one of "
+            f"{', '.join(MULTI_OBJECTIVES)}."
+        )
+    problems = list(problems)
+    names = [str(n) for n in names]
+    if len(names) != len(problems):
+        raise LibraInputError("workloads: one name per workload is needed.")
+    w = check_weights(weights, len(problems))
+    check_same_network(problems)
+    if objective == "sum_time_x_cost" and cost_rates_usd_per_gbps is None:
+        raise LibraInputError(
+            "multi_objective = sum_time_x_cost needs a cost model: set cost_model.file."
+        )
+    merged = merge_problems(problems, w, cost_rates_usd_per_gbps, spec)
+    own = [solve_mod.solve(p, "perf", config) for p in problems]
+    own_s = np.array([r.step_time_ns for r in own]) / 1e9
+    scale = solve_mod._scale(merged)
+
+    if objective in ("sum_time", "sum_time_x_cost"):
+        r = solve_mod.solve(merged, "perf" if objective == "sum_time" else "perf_per_cost",
+                            config)
+        bw = np.asarray(r.bandwidth_gbps, np.float64)
+        value = r.step_time_ns if objective == "sum_time" else r.time_x_cost
+        lb, gap, status, viol = r.lower_bound, r.optimality_gap, r.status, r.max_violation
+    else:
+        out = worst_slowdown(problems, own_s, cost_rates_usd_per_gbps, spec, config)
+        bw, value, lb, gap = out["bw"], out["value"], out["lower_bound"], out["gap"]
+        viol = max(float(model.max_violation(jnp.asarray(bw), merged)), 0.0) / scale
+        st = solve_mod._status(out["finite"], gap, viol, out["started_inside"])
+        status = STATUS_NAMES[st]
+    if status == "ok" and any(r.status != "ok" for r in own):
+        status = "not converged"  # an own optimum (hence a slowdown) is not certified
+
+    base = solve_mod.equal_split(merged, config)
+    outcomes = []
+    for name, wi, p, r in zip(names, w, problems, own):
+        eq = solve_mod.equal_split(p, config)
+        outcomes.append(WorkloadOutcome(
+            name=name, weight=float(wi),
+            step_time_ns=float(model.step_time_s(jnp.asarray(bw), p)) * 1e9,
+            own_optimum_step_time_ns=r.step_time_ns,
+            equal_split_step_time_ns=eq.step_time_ns,
+            own_status=r.status, own_optimality_gap=r.optimality_gap,
+            own_bandwidth_gbps=np.asarray(r.bandwidth_gbps),
+        ))
+    step = float(model.step_time_s(jnp.asarray(bw), merged)) * 1e9
+    comm = float(model.comm_time_s(jnp.asarray(bw), merged)) * 1e9
+    cost = float(model.network_cost_usd(jnp.asarray(bw), merged)) if merged.has_cost else None
+    if objective == "sum_time":
+        base_value = base.step_time_ns
+    elif objective == "sum_time_x_cost":
+        base_value = base.time_x_cost
+    else:
+        base_value = max(o.equal_split_step_time_ns / o.own_optimum_step_time_ns
+                         for o in outcomes)
+    return MultiResult(
+        objective=objective, status=status, bandwidth_gbps=bw, objective_value=float(value),
+        lower_bound=lb, optimality_gap=gap, max_violation=float(viol),
+        solve_seconds=time.perf_counter() - start,
+        step_time_ns=step, comm_time_ns=comm, network_cost_usd=cost,
+        time_x_cost=None if cost is None else step * cost,
+        workloads=outcomes, baseline=base, baseline_objective_value=float(base_value),
+    )
