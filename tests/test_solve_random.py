@@ -380,15 +380,5 @@ def _ppc_group(d, k, mix, count):
 def test_perf_per_cost_matches_grid(d, k, mix, count):
     results = _ppc_group(d, k, mix, count)
     assert len(results) == count
-    # "non-finite" here: see test_perf_per_cost_status_ok_on_every_random_problem.
-    assert all(r["status"] in ("ok", "non-finite") for r in results), results
-    assert sum(r["status"] == "ok" for r in results) >= count - 1, results
-
-
-@pytest.mark.xfail(strict=True, reason="library bug: some cost levels of a problem with "
-                   "unused dimensions come back non-finite (NaN dual bound, as in "
-                   "test_nan_dual_bound_minimal), so the result is 'non-finite' with a 13% gap "
-                   "although its point is optimal")
-def test_perf_per_cost_status_ok_on_every_random_problem():
-    bad = [r["msg"] for g in PPC_GROUPS for r in _ppc_group(*g) if r["status"] != "ok"]
-    assert not bad, f"{len(bad)} not ok, first: {bad[0]}"
+    for r in results:
+        assert r["status"] == "ok", r["msg"]
