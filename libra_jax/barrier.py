@@ -145,7 +145,9 @@ def _nullspace_newton(hess, grad, basis, mask, pinv_e, resid):
     hy = basis.T @ hess @ basis
     gy = basis.T @ grad
     scale = jnp.where(mask, 1.0 / jnp.sqrt(jnp.maximum(jnp.abs(jnp.diag(hy)), 1e-300)), 0.0)
-    mat = scale[:, None] * hy * scale[None, :] + jnp.diag(jnp.where(mask, 0.0, 1.0))
+    # Unit diagonal after scaling; the 1e-13 ridge only matters when two tight constraints are
+    # (numerically) parallel near the end of the path, where it keeps the solve finite.
+    mat = scale[:, None] * hy * scale[None, :] + jnp.diag(jnp.where(mask, 1e-13, 1.0))
     dy = scale * jnp.linalg.solve(mat, -(scale * gy))
     dz = basis @ dy
     nu = -pinv_e.T @ (grad + hess @ dz)
@@ -186,13 +188,14 @@ def barrier_minimize(
             return s * obj(z, obj_params) + barrier_value(z, data)
 
         def step(carry):
-            z, it, dec, _, nsteps = carry
+            z, it, dec, nu_prev, nsteps = carry
             val = merit(z)
             b_grad, b_hess = barrier_derivatives(z, data)
             grad = s * jax.grad(obj)(z, obj_params) + b_grad
             hess = s * jax.hessian(obj)(z, obj_params) + b_hess
             resid = jnp.where(data.e_on, data.e @ z - data.f, 0.0)
             dz, nu = _nullspace_newton(hess, grad, basis, mask, pinv_e, resid)
+            nu = jnp.where(jnp.all(jnp.isfinite(nu)), nu, nu_prev)
             slope = grad @ dz
             dec = -slope
 

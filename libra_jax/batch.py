@@ -78,7 +78,6 @@ def pad_problem(p: Problem, shape: tuple[int, int, int, int]) -> Problem:
         min_cost_bw=vec(p.min_cost_bw, d_pad, 1.0),
         total_bw_gbps=np.asarray(p.total_bw_gbps, np.float64),
         has_cost=False,
-        row_names=(),
     )
 
 

@@ -75,8 +75,9 @@ class Problem:
     interior: jax.Array  # [D] a point strictly inside every non-tight inequality
     min_cost_bw: jax.Array  # [D] a feasible point of least network cost
     total_bw_gbps: jax.Array  # [] the total of the equal split baseline (see baseline)
+    # Static: only read on the host. (Row names are not stored here: a static field that
+    # holds values would recompile for every new constraint value.)
     has_cost: bool = dataclasses.field(metadata=dict(static=True), default=False)
-    row_names: tuple = dataclasses.field(metadata=dict(static=True), default=())
 
     @property
     def num_dims(self) -> int:
@@ -94,11 +95,18 @@ def merge_phases(traffic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     traffic = np.asarray(traffic, np.float64)
     traffic = traffic[(traffic > 0).any(axis=1)]
+    return _merge_weighted(traffic, np.ones(traffic.shape[0]))
+
+
+def _merge_weighted(traffic: np.ndarray, weight: np.ndarray):
+    """Merges identical rows of traffic [K, D], summing their weights (first-appearance order)."""
     if traffic.shape[0] == 0:
-        return traffic, np.zeros((0,), np.float64)
-    uniq, first, counts = np.unique(traffic, axis=0, return_index=True, return_counts=True)
+        return traffic, weight
+    uniq, first, inverse = np.unique(traffic, axis=0, return_index=True, return_inverse=True)
+    sums = np.zeros(uniq.shape[0])
+    np.add.at(sums, inverse.reshape(-1), weight)
     order = np.argsort(first)
-    return uniq[order], counts[order].astype(np.float64)
+    return uniq[order], sums[order]
 
 
 def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
@@ -227,7 +235,7 @@ def build_problem(
         ),
         np.float64,
     ).reshape(-1, d)
-    traffic_gb, weight = merge_phases(traffic / 1e9)
+    traffic_gb, weight = merge_phases(traffic / 1e9)  # (problem_from_arrays would too)
     compute_s = float(np.sum(workload.compute_ns)) / 1e9
     return problem_from_arrays(
         traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
@@ -244,10 +252,28 @@ def problem_from_arrays(
     *,
     field_prefix: str = "constraints",
 ) -> Problem:
-    """`build_problem` from traffic arrays: traffic_gb [K, D] (GB), weight [K], compute_s (s)."""
+    """`build_problem` from traffic arrays: traffic_gb [K, D] (GB), weight [K], compute_s (s).
+
+    Phases that move nothing or have weight 0 are dropped and identical phases merged (their
+    weights summed): they cannot change the step time, and a weight-0 phase would leave its
+    epigraph variable unbounded in the solver.
+    """
     traffic_gb = np.asarray(traffic_gb, np.float64)
     weight = np.asarray(weight, np.float64)
+    if traffic_gb.ndim != 2 or weight.shape != traffic_gb.shape[:1]:
+        raise LibraInputError(
+            f"traffic_gb has shape {traffic_gb.shape} and weight {weight.shape}: expected "
+            "[K, D] and [K]."
+        )
+    if not (np.all(np.isfinite(traffic_gb)) and np.all(traffic_gb >= 0)):
+        raise LibraInputError("traffic_gb: every entry must be a finite number >= 0.")
+    if not (np.all(np.isfinite(weight)) and np.all(weight >= 0)):
+        raise LibraInputError("weight: every entry must be a finite number >= 0.")
+    if not (np.isfinite(compute_s) and compute_s >= 0):
+        raise LibraInputError(f"compute_s = {compute_s}: must be a finite number >= 0.")
     d = traffic_gb.shape[1]
+    keep = (weight > 0) & (traffic_gb > 0).any(axis=1)
+    traffic_gb, weight = _merge_weighted(traffic_gb[keep], weight[keep])
     f = field_prefix
     has_cost = cost_rates_usd_per_gbps is not None
     rates = (
@@ -303,8 +329,6 @@ def problem_from_arrays(
         rows.add(rates, budget, False, f"{f}.max_cost_usd = {budget:g} (network cost <= budget)")
 
     a_eq, b_eq, a_in, b_in = rows.arrays()
-    names_eq = [n for n, e in zip(rows.names, rows.eq) if e]
-    names_in = [n for n, e in zip(rows.names, rows.eq) if not e]
     bounds = [(lo[i], hi[i] if np.isfinite(hi[i]) else None) for i in range(d)]
     res = _linprog(np.zeros(d), a_in, b_in, a_eq, b_eq, bounds)
     if res.status == 2:
@@ -383,7 +407,6 @@ def problem_from_arrays(
         min_cost_bw=jnp.asarray(min_cost_bw),
         total_bw_gbps=jnp.asarray(total_base, jnp.float64),
         has_cost=has_cost,
-        row_names=tuple(names_eq) + tuple(names_in),
     )
 
 

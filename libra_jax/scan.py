@@ -451,7 +451,6 @@ def fast_problem(
         min_cost_bw[int(np.argmin(rates))] = budget
     else:
         min_cost_bw = interior.copy()
-    name = (f"constraints.total_bw_gbps = {budget:g} (sum of bandwidths == {budget:g})",)
     return Problem(
         traffic_gb=traffic_gb.reshape(-1, d),
         weight=np.asarray(weight, np.float64),
@@ -471,7 +470,6 @@ def fast_problem(
         min_cost_bw=min_cost_bw,
         total_bw_gbps=np.asarray(budget, np.float64),
         has_cost=has_cost,
-        row_names=name,
     )
 
 

@@ -217,7 +217,9 @@ def _result(p, objective, status, bw, gap, lb, rel_viol, seconds) -> SolveResult
 
 def _perf(p: Problem, config: BarrierConfig):
     out = jax.device_get(_perf_jit(p, 0.0, False, p.interior, config))
-    lb = max(float(out["lb_s"]), tangent_lp_bound(p, out["bw"])[0])
+    # Both bounds are valid; keep the better finite one (a NaN must not win a comparison).
+    bounds = [float(out["lb_s"]), tangent_lp_bound(p, out["bw"])[0]]
+    lb = max([b for b in bounds if np.isfinite(b)], default=-np.inf)
     step = float(out["step_s"])
     gap = max(step - lb, 0.0) / lb if lb > 0 else float("inf")
     rel_viol = max(float(out["violation"]), 0.0) / _scale(p)

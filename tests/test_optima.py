@@ -65,8 +65,11 @@ def test_shipped_optimum(case):
     # The certificate never claims more than the truth.
     assert r.lower_bound <= case[key] * (1 + 1e-9)
     if case["note"] is None:
-        # The pinned bandwidths are rounded to ~6 significant digits.
-        np.testing.assert_allclose(r.bandwidth_gbps, case["bandwidth_gbps"], rtol=2e-4,
+        # The pinned bandwidths are rounded to ~6 significant digits. time x cost can be flat
+        # along a direction to 1e-10 (Turing-NLG 3D: dims 0 and 1 cost 4.00001 vs 4.00002 $
+        # per GB/s and neither limits the step), so its bandwidths get a looser check.
+        tol = 2e-4 if case["objective"] == "perf" else 1e-2
+        np.testing.assert_allclose(r.bandwidth_gbps, case["bandwidth_gbps"], rtol=tol,
                                    atol=2e-4)
     base = equal_split(p)
     ref = case["equal_split"]

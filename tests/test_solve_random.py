@@ -175,10 +175,8 @@ def make_case(rng, k, d, mix) -> RandomCase:
 
 
 def build(case: RandomCase):
-    p = problem_from_arrays(case.traffic_gb, case.weight, case.compute_s, case.rates, case.spec)
-    # row_names is a static field holding the constraint values: drop it so that problems
-    # of one shape share one compilation (it is only used for messages).
-    return dataclasses.replace(p, row_names=())
+    return problem_from_arrays(case.traffic_gb, case.weight, case.compute_s, case.rates,
+                               case.spec)
 
 
 # --------------------------------------------------------------------------- perf
@@ -229,33 +227,23 @@ def _group(d, k, mix, count):
     return tuple(_check_perf(make_case(rng, k, d, mix)) for _ in range(count))
 
 
-def _known_nan_bound(r) -> bool:
-    # Library bug (see test_nan_dual_bound_minimal): the closed-form dual bound is NaN on some
-    # problems with dimensions no phase uses; solve then reports "non-finite" although its
-    # point is optimal and the tangent-LP certificate alone is finite and tight.
-    return r["status"] == "non-finite" and math.isnan(r["lb"])
-
-
 @pytest.mark.parametrize("d,k,mix,count", PERF_GROUPS, ids=lambda v: str(v))
 def test_perf_matches_reference(d, k, mix, count):
     results = _group(d, k, mix, count)
     assert len(results) == count
     for r in results:
-        assert r["status"] == "ok" or _known_nan_bound(r), r["msg"]
+        assert r["status"] == "ok", r["msg"]
     if mix == "eq_lo":  # lower bounds above the unconstrained optimum really bind
         assert sum(r["lo_active"] for r in results) >= count // 4
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: NaN dual bound -> status non-finite "
-                   "on some problems with unused dimensions (see test_nan_dual_bound_minimal)")
 def test_perf_status_ok_on_every_random_problem():
     bad = [r["msg"] for g in PERF_GROUPS for r in _group(*g) if r["status"] != "ok"]
     assert not bad, f"{len(bad)} not ok, first: {bad[0]}"
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: _dual_bound returns NaN and "
-                   "max(nan, tangent-LP bound) keeps the NaN, so status is non-finite")
 def test_nan_dual_bound_minimal():
+    """Regression: the in-jit dual bound was NaN here (two parallel tight constraints)."""
     # One phase moving 1 GB on dim 1 only; sum == 100; bw[1] <= 38. Optimum: bw[1] = 38,
     # step = 0.5 + 1 / 38 s = 526315789.47 ns (dims 0 and 2 split the rest in any way).
     p = problem_from_arrays(np.array([[0.0, 1.0, 0.0]]), np.array([1.0]), 0.5, None,
@@ -266,8 +254,6 @@ def test_nan_dual_bound_minimal():
     assert res.lower_bound == pytest.approx(0.5e9 + 1e9 / 38, rel=1e-8)
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: an all-zero traffic row (padding) or a "
-                   "zero-weight phase makes the perf solve non-finite")
 @pytest.mark.parametrize("pad", ["zero_row", "zero_weight"])
 def test_padding_phase_does_not_change_solution(pad):
     # Shapes [3, 2] (shared with a group above) and [4, 2] (one compilation for both cases).
@@ -285,9 +271,7 @@ def test_padding_phase_does_not_change_solution(pad):
     np.testing.assert_allclose(padded.bandwidth_gbps, base.bandwidth_gbps, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="Problem.row_names is a static pytree field holding the constraint "
-                   "values, so problems that differ only in values recompile the solver")
+
 def test_same_shape_problems_share_one_compilation():
     from libra_jax import solve as solve_module
 
