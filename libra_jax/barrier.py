@@ -46,7 +46,7 @@ class BarrierConfig(NamedTuple):
     gap_tol: float = 1e-10  # stop when (barrier terms) / s <= gap_tol * |obj|
     max_newton: int = 50  # most Newton steps per centring
     newton_tol: float = 1e-12  # stop centring when the Newton decrement^2 / 2 is below
-    max_backtrack: int = 40  # halvings in one line search; a step below 2^-40 means stalled
+    max_backtrack: int = 40  # trial steps 2^0 .. 2^-39 of one line search (evaluated at once)
 
 
 class BarrierResult(NamedTuple):
@@ -183,70 +183,60 @@ def barrier_minimize(
     pinv_e = jnp.linalg.pinv(e_act)  # [n, E]
     basis, mask = _nullspace_basis(e_act, z0.shape[0])
 
-    def centre(z, s):
-        def merit(z):
-            return s * obj(z, obj_params) + barrier_value(z, data)
+    def merit(z, s):
+        return s * obj(z, obj_params) + barrier_value(z, data)
 
-        def step(carry):
-            z, it, dec, nu_prev, nsteps = carry
-            val = merit(z)
-            b_grad, b_hess = barrier_derivatives(z, data)
-            grad = s * jax.grad(obj)(z, obj_params) + b_grad
-            hess = s * jax.hessian(obj)(z, obj_params) + b_hess
-            resid = jnp.where(data.e_on, data.e @ z - data.f, 0.0)
-            dz, nu = _nullspace_newton(hess, grad, basis, mask, pinv_e, resid)
-            nu = jnp.where(jnp.all(jnp.isfinite(nu)), nu, nu_prev)
-            slope = grad @ dz
-            dec = -slope
+    # All trial steps of the backtracking line search are evaluated at once (one vmap over
+    # alpha = 2^-j), so the whole method is ONE while loop: nested data-dependent loops under
+    # vmap intermittently wedged XLA:CPU's runtime (seen with jax 0.10 on 2 cores).
+    alphas = 0.5 ** jnp.arange(config.max_backtrack, dtype=z0.dtype)
 
-            # Near the centre (Newton decrement^2 < 0.1) the full step is taken as long as
-            # it stays in the domain: there s * obj dwarfs the decrease of the merit, which
-            # rounding would hide from an Armijo test (B&V 9.6.4, quadratic phase).
-            quadratic = dec < 0.1
+    def step(carry):
+        z, s, nu_prev, it, n_outer, n_centre, done, centred = carry
+        val = merit(z, s)
+        b_grad, b_hess = barrier_derivatives(z, data)
+        grad = s * jax.grad(obj)(z, obj_params) + b_grad
+        hess = s * jax.hessian(obj)(z, obj_params) + b_hess
+        resid = jnp.where(data.e_on, data.e @ z - data.f, 0.0)
+        dz, nu = _nullspace_newton(hess, grad, basis, mask, pinv_e, resid)
+        nu = jnp.where(jnp.all(jnp.isfinite(nu)), nu, nu_prev)
+        slope = grad @ dz
+        dec = -slope
+        # Near the centre (Newton decrement^2 < 0.1) the full step is taken as long as it
+        # stays in the domain: there s * obj dwarfs the decrease of the merit, which rounding
+        # would hide from an Armijo test (B&V 9.6.4, quadratic phase).
+        quadratic = dec < 0.1
+        trial = jax.vmap(lambda a: merit(z + a * dz, s))(alphas)
+        ok = (trial <= val + 0.01 * alphas * slope) | (quadratic & jnp.isfinite(trial))
+        ok = ok & jnp.isfinite(trial)
+        first = jnp.argmax(ok)
+        stalled = ~jnp.any(ok) | ~jnp.isfinite(dec)
+        z_new = jnp.where(stalled, z, z + alphas[first] * dz)
+        # Centred (or unable to improve in this precision): raise s, or stop.
+        is_centred = (dec / 2 <= config.newton_tol) | stalled | (n_centre + 1 >= config.max_newton)
+        gap_ok = num_terms / s <= config.gap_tol * jnp.abs(obj(z_new, obj_params))
+        last = n_outer + 1 >= config.num_outer
+        finish = is_centred & (gap_ok | last)
+        advance = is_centred & ~finish
+        return (
+            z_new,
+            jnp.where(advance, s * config.mu, s),
+            nu,
+            it + 1,
+            n_outer + advance.astype(n_outer.dtype),
+            jnp.where(is_centred, 0, n_centre + 1),
+            finish,
+            (dec / 2 <= config.newton_tol) | stalled,
+        )
 
-            def ls_cond(c):
-                alpha, k = c
-                new = merit(z + alpha * dz)
-                ok = (new <= val + 0.01 * alpha * slope) | (quadratic & jnp.isfinite(new))
-                return (~ok) & (k < config.max_backtrack)
+    def cond(carry):
+        *_, it, _, _, done, _ = carry
+        return (it < config.num_outer * config.max_newton) & ~done
 
-            alpha, _ = jax.lax.while_loop(
-                ls_cond, lambda c: (0.5 * c[0], c[1] + 1), (jnp.asarray(1.0, z.dtype), 0)
-            )
-            z_new = z + alpha * dz
-            new_val = merit(z_new)
-            stalled = k_fail(alpha) | ~jnp.isfinite(new_val)
-            z = jnp.where(stalled, z, z_new)
-            return z, it + 1, dec, nu, stalled
-
-        def k_fail(alpha):
-            return alpha < 2.0 ** (-config.max_backtrack + 1)
-
-        def cond(carry):
-            _, it, dec, _, stalled = carry
-            return (
-                (it < config.max_newton) & (dec / 2 > config.newton_tol)
-                & jnp.isfinite(dec) & ~stalled
-            )
-
-        init = (z, 0, jnp.asarray(1e300, z.dtype), jnp.zeros((m_eq,), z.dtype),
-                jnp.asarray(False))
-        z, it, dec, nu, stalled = jax.lax.while_loop(cond, step, init)
-        return z, nu, (dec / 2 <= config.newton_tol) | stalled, it
-
-    def outer_cond(carry):
-        z, s, _, _, _, i = carry
-        gap = num_terms / s
-        return (i < config.num_outer) & (gap > config.gap_tol * jnp.abs(obj(z, obj_params)))
-
-    def outer(carry):
-        z, s, _, _, total, i = carry
-        z, nu, ok, n = centre(z, s)
-        return z, s * config.mu, nu, ok, total + n, i + 1
-
-    init = (z0, s0, jnp.zeros((m_eq,), z0.dtype), jnp.asarray(False), 0, 0)
-    z, s_next, nu, centred, total, _ = jax.lax.while_loop(outer_cond, outer, init)
-    s = s_next / config.mu
+    zero = jnp.asarray(0, jnp.int32)
+    init = (z0, s0, jnp.zeros((m_eq,), z0.dtype), zero, zero, zero, jnp.asarray(False),
+            jnp.asarray(False))
+    z, s, nu, total, _, _, _, centred = jax.lax.while_loop(cond, step, init)
     lin, epi, inside = _slacks(z, data)
     lam = jnp.where(data.g_on, 1.0 / (s * lin), 0.0)
     mu_epi = jnp.where(data.epi_on, 1.0 / (s * epi), 0.0)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from libra_jax.barrier import BarrierConfig
+from libra_jax.certificate import tangent_lp_bound
 from libra_jax.problem import Problem
 from libra_jax.solve import GAP_TOL, VIOLATION_TOL, _perf_core
 from libra_jax.types import STATUS_NAMES, Status
@@ -135,7 +136,8 @@ def _shard(tree, devices):
 
 
 def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig(),
-                chunk: int | None = None, devices: list | None = None) -> BatchResult:
+                chunk: int | None = None, devices: list | None = None,
+                certify_on_host: bool = True) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
     Args:
@@ -148,6 +150,10 @@ def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig()
         the GPUs, or the CPU devices made by
         XLA_FLAGS=--xla_force_host_platform_device_count=N). Chunks are rounded up to a
         multiple of their number.
+      certify_on_host: where the in-jit Lagrangian bound does not certify a result (it is
+        weaker than the tangent LP on some degenerate problems, e.g. one used dimension),
+        compute the tangent-LP certificate of `certificate.py` on the host, as single solves
+        do, so that batched and single statuses agree. Costs one small LP per such problem.
     """
     devices = jax.local_devices() if devices is None else list(devices)
     n = len(problems)
@@ -180,5 +186,17 @@ def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig()
                 lb[i] = out["lb_s"][j] * 1e9
                 gap[i] = out["gap"][j]
                 viol[i] = out["violation"][j]
-                status[i] = STATUS_NAMES[Status(int(out["status"][j]))]
+                code = Status(int(out["status"][j]))
+                if code == Status.NOT_CONVERGED and certify_on_host:
+                    code, lb[i], gap[i] = _certify(problems[i], bw[i], step[i], viol[i])
+                status[i] = STATUS_NAMES[code]
     return BatchResult(bw, step, lb, gap, viol, status)
+
+
+def _certify(p: Problem, bw, step_ns, rel_viol):
+    """The tangent-LP certificate (as single solves use) for a result the in-jit bound could
+    not certify; returns (status, lower bound ns, gap)."""
+    lb = tangent_lp_bound(p, bw)[0] * 1e9
+    gap = max(step_ns - lb, 0.0) / lb if lb > 0 else float("inf")
+    ok = gap <= GAP_TOL and rel_viol <= VIOLATION_TOL
+    return (Status.OK if ok else Status.NOT_CONVERGED), lb, gap

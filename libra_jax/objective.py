@@ -19,7 +19,7 @@ from libra_jax.problem import Problem
 
 def dim_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     """Time [K, D] (s) each distinct communicating phase spends on each dimension."""
-    used = p.traffic_gb > 0
+    used = p.traffic_gb != 0  # NaN counts as used, so that it shows in the result
     safe_bw = jnp.where(used, bw_gbps[None, :], 1.0)
     return jnp.where(used, p.traffic_gb / safe_bw, 0.0)
 

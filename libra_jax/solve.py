@@ -91,8 +91,10 @@ def _rows(p: Problem, cap, cap_on):
     hi_val = jnp.where(hi_fin, p.hi, 0.0)
     g = jnp.concatenate([p.a_in, (p.cost_rate / rate_norm)[None, :], -eye, eye])
     h = jnp.concatenate([p.b_in, jnp.reshape(cap / rate_norm, (1,)), -p.lo, hi_val])
+    # All-zero rows (batch padding: 0 <= 1) take no part, so that padding changes nothing.
     g_on = jnp.concatenate(
-        [~p.in_tight, jnp.reshape(cap_on, (1,)), ~p.lo_tight, hi_fin & ~p.hi_tight]
+        [~p.in_tight & jnp.any(p.a_in != 0, axis=1), jnp.reshape(cap_on, (1,)), ~p.lo_tight,
+         hi_fin & ~p.hi_tight]
     )
     e = jnp.concatenate([p.a_eq, p.a_in, eye, eye])
     f = jnp.concatenate([p.b_eq, p.b_in, p.lo, hi_val])
@@ -125,6 +127,13 @@ def _dual_bound(p: Problem, mu_epi, lam_gen, g_gen, h_gen, nu, e, f):
     term = jnp.where(a > 0, a / jnp.where(x > 0, x, 1.0), 0.0) + c * x
     term = jnp.where((a > 0) & (x <= 0), jnp.inf, term)
     return p.compute_s + jnp.sum(term) - lam_gen @ h_gen - nu @ f
+
+
+def _inputs_finite(p: Problem) -> jax.Array:
+    """True when the problem's numbers are finite (inf is allowed only in ``hi``)."""
+    leaves = [p.traffic_gb, p.weight, p.compute_s, p.cost_rate, p.lo, p.upper, p.a_eq, p.b_eq,
+              p.a_in, p.b_in, p.interior]
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
 def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
@@ -163,8 +172,9 @@ def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
     return dict(
         # lam_cap: multiplier of "cost <= cap" in s per $, i.e. -dv/dc at this level.
         bw=bw, step_s=step, lb_s=lb, lam_cap=res.lam[n_gen - 1] / rate_norm,
-        centred=res.centred, finite=res.finite & jnp.isfinite(lb) & jnp.isfinite(step),
-        started_inside=res.started_inside,
+        centred=res.centred,
+        finite=res.finite & jnp.isfinite(step) & _inputs_finite(p),
+        started_inside=res.started_inside | ~_inputs_finite(p),  # bad numbers: non-finite
         violation=viol, newton_steps=res.newton_steps,
     )
 

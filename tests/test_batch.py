@@ -10,7 +10,6 @@ started when the module starts and overlaps the single solves.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import os
 import pathlib
@@ -102,11 +101,9 @@ def mixed():
     probs = [probs[i] for i in order]
     tags = [tags[i] for i in order]
     before = B.solve_stacked._cache_size()
-    # The batch compiles in a second thread while the single solves compile here.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(B.solve_batch, probs)
-        singles = [solve(p, "perf") for p in probs]
-        res = fut.result()
+    # Sequential: scipy's HiGHS (used by both paths for certificates) is not re-entrant.
+    res = B.solve_batch(probs)
+    singles = [solve(p, "perf") for p in probs]
     growth = B.solve_stacked._cache_size() - before
     return dict(probs=probs, tags=tags, singles=singles, res=res, growth=growth)
 
@@ -163,10 +160,6 @@ def test_batched_equals_single(mixed):
     assert compared_bw >= 50, compared_bw
 
 
-@pytest.mark.xfail(strict=True, reason="batch.solve_stacked certifies with the closed-form "
-                   "dual bound only (no tangent-LP bound as in solve.solve), so ~5% of the "
-                   "problems solve() reports 'ok' come back 'not converged' (gap 1e-6..5e-4, "
-                   "or inf on problems with unused dims where that bound is useless)")
 def test_batch_status_equals_single_status(mixed):
     bad = [(i, s.status, b, s.optimality_gap, g) for i, (s, b, g) in enumerate(
         zip(mixed["singles"], mixed["res"].status, mixed["res"].optimality_gap))
@@ -219,10 +212,17 @@ def test_padding_never_changes_a_result(mixed):
     before = B.solve_stacked._cache_size()
     out = jax.device_get(B.solve_stacked(stacked, valid, BarrierConfig()))
     assert B.solve_stacked._cache_size() == before
+    # The in-jit status of each problem in its own bucket (no host certificate), to compare
+    # like with like; same buckets as the big batch, so no compilation.
+    own = B.solve_batch([probs[i] for i in small], certify_on_host=False)
     for j, i in enumerate(small):
         d = probs[i].num_dims
         msg = f"#{i} {mixed['tags'][i]}"
-        assert B.STATUS_NAMES[B.Status(int(out["status"][j]))] == res.status[i], msg
+        got = B.STATUS_NAMES[B.Status(int(out["status"][j]))]
+        if got != own.status[j]:
+            # Different shapes round differently: only a gap right at the 1e-6 line may flip.
+            gaps = sorted([float(out["gap"][j]), float(own.optimality_gap[j])])
+            assert gaps[0] <= 1e-6 <= gaps[1] <= 1e-4, (msg, got, own.status[j], gaps)
         assert out["step_s"][j] * 1e9 == pytest.approx(res.step_time_ns[i], rel=1e-9), msg
         np.testing.assert_allclose(out["bw"][j][:d], res.bandwidth_gbps[i], rtol=0,
                                    atol=1e-6 * _total(probs[i]), err_msg=msg)
@@ -264,10 +264,6 @@ def test_bad_start_and_nan_weight_do_not_abort_the_batch(mixed):
     assert statuses == ["infeasible", "non-finite", "non-finite"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: NaN traffic is read as 'no traffic' (NaN > 0 is "
-                   "False in epi_on / objective.dim_times_s), so the solve runs on the other "
-                   "entries and reports 'not converged' with a finite step time instead of "
-                   "'non-finite' (solve.solve behaves the same way)")
 def test_nan_traffic_is_non_finite(mixed):
     def make_bad(p, slot):
         t = np.array(p.traffic_gb)

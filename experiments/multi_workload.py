@@ -1,0 +1,226 @@
+"""Experiment 4: one 4D network design for GPT-3 + Turing-NLG + MSFT-1T vs each one's own optimum.
+
+    python experiments/multi_workload.py [key=value ...]      # config: conf/experiment/multi_workload.yaml
+
+For each budget (sum of per-NPU bandwidths == budget, GB/s) and each shared-design objective
+of `libra_jax.multi.solve_multi` (``sum_time``: LIBRA's minimum sum of step times;
+``worst_slowdown``: minimum of the largest step time / own optimum), every workload's step
+time under the shared design is compared with its own optimum (the best design for it alone)
+and with the equal split. Writes <output_dir>/<name>.md, <name>_slowdown.png (slowdown vs own
+optimum per budget) and <name>_bandwidth.png (bandwidth per dimension at detail_budget_gbps).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+
+from libra_jax.config import resolve_path  # noqa: E402
+from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model  # noqa: E402
+from libra_jax.multi import solve_multi  # noqa: E402
+from libra_jax.problem import ConstraintSpec, build_problem  # noqa: E402
+from libra_jax.topology import load_network_file  # noqa: E402
+from libra_jax.workload import check_workload_network, load_workload  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO / "conf" / "experiment"
+
+
+def load_config(name: str, overrides=()):
+    """Composes conf/experiment/<name>.yaml with command-line style overrides."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name=name, overrides=list(overrides))
+
+
+def output_dir(cfg) -> pathlib.Path:
+    out = pathlib.Path(str(cfg.output_dir))
+    out = out if out.is_absolute() else REPO / out
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _inputs(cfg):
+    net = load_network_file(resolve_path(cfg.network_file, "network_file", REPO))
+    rates = cost_rates_usd_per_gbps(
+        net, load_cost_model(resolve_path(cfg.cost_model_file, "cost_model_file", REPO)))
+    wls = []
+    for i, w in enumerate(cfg.workloads):
+        wl = load_workload(resolve_path(w.file, f"workloads[{i}].file", REPO),
+                           resolve_path(w.communicator_file, f"workloads[{i}].communicator_file",
+                                        REPO), net.num_dims)
+        check_workload_network(wl, net)
+        wls.append(wl)
+    return net, rates, wls
+
+
+def run(cfg) -> dict:
+    """Runs the experiment described by ``cfg``; returns the rows and the paths written."""
+    start = time.perf_counter()
+    net, rates, wls = _inputs(cfg)
+    names = [str(w.name) for w in cfg.workloads]
+    weights = None if cfg.weights is None else list(cfg.weights)
+    rows = []  # one per (budget, objective, workload)
+    designs = {}  # (budget, objective) -> MultiResult
+    for budget in cfg.budgets_gbps:
+        spec = ConstraintSpec(total_bw_gbps=float(budget))
+        problems = [build_problem(net, wl, rates, spec) for wl in wls]
+        for obj in cfg.objectives:
+            r = solve_multi(problems, names, weights, str(obj), rates, spec)
+            designs[(float(budget), str(obj))] = r
+            for o in r.workloads:
+                rows.append(dict(
+                    budget=float(budget), objective=str(obj), workload=o.name,
+                    shared_ns=o.step_time_ns, own_ns=o.own_optimum_step_time_ns,
+                    equal_ns=o.equal_split_step_time_ns, slowdown=o.slowdown,
+                    equal_slowdown=o.equal_split_step_time_ns / o.own_optimum_step_time_ns,
+                    status=r.status, gap=r.optimality_gap,
+                ))
+    out = output_dir(cfg)
+    stem = str(cfg.name)
+    paths = dict(
+        md=out / f"{stem}.md",
+        slowdown_png=out / f"{stem}_slowdown.png",
+        bandwidth_png=out / f"{stem}_bandwidth.png",
+    )
+    detail = float(cfg.detail_budget_gbps)
+    if not any(b == detail for b, _ in designs):
+        detail = float(cfg.budgets_gbps[-1])
+    _plot_slowdown(rows, names, net.notation, [str(o) for o in cfg.objectives],
+                   paths["slowdown_png"])
+    _plot_bandwidth(designs, detail, names, net, paths["bandwidth_png"])
+    seconds = time.perf_counter() - start
+    paths["md"].write_text(_markdown(cfg, net, rows, designs, detail, seconds, paths))
+    return dict(rows=rows, paths=paths, seconds=seconds)
+
+
+def _fmt_gap(g):
+    return "n/a" if g is None or not np.isfinite(g) else f"{g:.1e}"
+
+
+def _markdown(cfg, net, rows, designs, detail, seconds, paths) -> str:
+    objs = [str(o) for o in cfg.objectives]
+    lines = [
+        f"# Experiment 4: one design for {', '.join(str(w.name) for w in cfg.workloads)} "
+        f"on {net.notation}",
+        "",
+        "Generated by `python experiments/multi_workload.py` (config "
+        "`conf/experiment/multi_workload.yaml`) in "
+        f"{seconds:.0f} s. Step times in ms (compute + communication, no overlap); budget = "
+        "sum of per-NPU bandwidths over the dimensions (== budget, GB/s). *own* = the "
+        "workload's own optimum at that budget; *slowdown* = step time / own optimum. "
+        "`sum_time` minimises the sum of the step times (LIBRA's multi-workload design), "
+        "`worst_slowdown` the largest slowdown.",
+        "",
+        "| budget (GB/s) | workload | own optimum (ms) | equal split (ms) | "
+        + " | ".join(f"{o} (ms) | {o} slowdown" for o in objs)
+        + " | equal-split slowdown |",
+        "|---:|---|---:|---:|" + "---:|---:|" * len(objs) + "---:|",
+    ]
+    by = {(r["budget"], r["objective"], r["workload"]): r for r in rows}
+    budgets = sorted({r["budget"] for r in rows})
+    names = [str(w.name) for w in cfg.workloads]
+    for b in budgets:
+        for n in names:
+            r0 = by[(b, objs[0], n)]
+            cells = [f"{b:g}", n, f"{r0['own_ns'] / 1e6:.2f}", f"{r0['equal_ns'] / 1e6:.2f}"]
+            for o in objs:
+                r = by[(b, o, n)]
+                cells += [f"{r['shared_ns'] / 1e6:.2f}", f"{r['slowdown']:.4f}x"]
+            cells.append(f"{r0['equal_slowdown']:.4f}x")
+            lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Worst slowdown over the workloads (1.0000x = every workload at its own "
+              "optimum) and certified gap of each shared design:", "",
+              "| budget (GB/s) | " + " | ".join(f"{o} worst | {o} gap" for o in objs)
+              + " | equal split worst |",
+              "|---:|" + "---:|---:|" * len(objs) + "---:|"]
+    for b in budgets:
+        cells = [f"{b:g}"]
+        for o in objs:
+            rs = [by[(b, o, n)] for n in names]
+            cells += [f"{max(r['slowdown'] for r in rs):.4f}x", _fmt_gap(rs[0]["gap"])]
+        cells.append(f"{max(by[(b, objs[0], n)]['equal_slowdown'] for n in names):.4f}x")
+        lines.append("| " + " | ".join(cells) + " |")
+    dims = " | ".join(f"dim {d} {blk}({n}) (GB/s)"
+                      for d, (blk, n) in enumerate(zip(net.blocks, net.npus)))
+    lines += ["", f"Bandwidth per dimension at {detail:g} GB/s:", "",
+              f"| design | {dims} |", "|---|" + "---:|" * net.num_dims]
+    first = designs[(detail, objs[0])]
+    for o in first.workloads:
+        lines.append(f"| own optimum of {o.name} | "
+                     + " | ".join(f"{x:.1f}" for x in o.own_bandwidth_gbps) + " |")
+    for o in objs:
+        lines.append(f"| shared, {o} | "
+                     + " | ".join(f"{x:.1f}" for x in designs[(detail, o)].bandwidth_gbps) + " |")
+    lines.append("| equal split | " + " | ".join(
+        f"{x:.1f}" for x in first.baseline.bandwidth_gbps) + " |")
+    lines += ["", f"Plots: `{paths['slowdown_png'].name}` (slowdown vs own optimum per "
+              f"budget), `{paths['bandwidth_png'].name}` (allocations at {detail:g} GB/s).", ""]
+    return "\n".join(lines)
+
+
+def _plot_slowdown(rows, names, notation, objs, path):
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    styles = {"sum_time": "-o", "worst_slowdown": "-s", "sum_time_x_cost": "-^"}
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, n in enumerate(names):
+        for o in objs:
+            rs = sorted((r for r in rows if r["workload"] == n and r["objective"] == o),
+                        key=lambda r: r["budget"])
+            ax.plot([r["budget"] for r in rs], [max((r["slowdown"] - 1) * 100, 1e-3) for r in rs],
+                    styles.get(o, "-o"), color=colors[i % len(colors)], label=f"{n}, shared ({o})")
+        rs = sorted((r for r in rows if r["workload"] == n and r["objective"] == objs[0]),
+                    key=lambda r: r["budget"])
+        ax.plot([r["budget"] for r in rs], [max((r["equal_slowdown"] - 1) * 100, 1e-3) for r in rs], ":x",
+                color=colors[i % len(colors)], label=f"{n}, equal split")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("bandwidth budget (sum of per-NPU GB/s over dimensions)")
+    ax.set_ylabel("step time above own optimum (%, log)")
+    ax.set_title(f"One shared design vs each workload's own optimum\n{notation}, 4,096 NPUs")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_bandwidth(designs, detail, names, net, path):
+    objs = [o for b, o in designs if b == detail]
+    first = designs[(detail, objs[0])]
+    bars = [(f"own: {o.name}", o.own_bandwidth_gbps) for o in first.workloads]
+    bars += [(f"shared: {o}", designs[(detail, o)].bandwidth_gbps) for o in objs]
+    bars.append(("equal split", first.baseline.bandwidth_gbps))
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    x = np.arange(net.num_dims)
+    w = 0.8 / len(bars)
+    for j, (label, bw) in enumerate(bars):
+        ax.bar(x + (j - (len(bars) - 1) / 2) * w, bw, w, label=label)
+    ax.set_xticks(x, [f"dim {d}: {part}" for d, part in enumerate(net.notation.split("_"))])
+    ax.set_ylabel("bandwidth per NPU (GB/s)")
+    ax.set_xlabel(f"network dimension of {net.notation}")
+    ax.set_title(f"Bandwidth allocations at a {detail:g} GB/s budget")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> dict:
+    cfg = load_config("multi_workload", sys.argv[1:] if argv is None else argv)
+    res = run(cfg)
+    print(res["paths"]["md"].read_text())
+    print(f"wrote {', '.join(str(p) for p in res['paths'].values())} in {res['seconds']:.1f} s")
+    return res
+
+
+if __name__ == "__main__":
+    main()
