@@ -29,7 +29,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
 
 from libra_jax.config import resolve_path  # noqa: E402
 from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model  # noqa: E402
@@ -38,23 +37,20 @@ from libra_jax.solve import equal_split, solve  # noqa: E402
 from libra_jax.topology import load_network_file  # noqa: E402
 from libra_jax.workload import check_workload_network, load_workload  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import speedup as common  # noqa: E402  (shared helpers: config loading, output folder)
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO / "conf" / "experiment"
 METRIC_OBJECTIVE = {"speedup": "perf", "ppc_gain": "perf_per_cost"}
 METRIC_NAME = {"speedup": "speed-up", "ppc_gain": "perf-per-cost gain"}
 
 
 def load_config(name: str, overrides=()):
     """Composes conf/experiment/<name>.yaml with command-line style overrides."""
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        return compose(config_name=name, overrides=list(overrides))
+    return common.load_experiment(name, list(overrides))
 
 
-def output_dir(cfg) -> pathlib.Path:
-    out = pathlib.Path(str(cfg.output_dir))
-    out = out if out.is_absolute() else REPO / out
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+output_dir = common.output_dir
 
 
 def _selected(items, keep, what):
