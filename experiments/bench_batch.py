@@ -19,7 +19,6 @@ experiments/results/bench_batch.md.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import pathlib
 import sys
@@ -65,7 +64,7 @@ def build(rng, n):
         t, w, c, total, hi = make_arrays(rng)
         spec = ConstraintSpec(total_bw_gbps=total, upper_gbps=list(hi))
         p = problem_from_arrays(t, w, c, None, spec)
-        probs.append(dataclasses.replace(p, row_names=()))
+        probs.append(p)
         raw.append((t, w, c, total, hi))
     return raw, probs
 

@@ -1,4 +1,4 @@
-"""Batched `perf` solves: pad to bucket sizes, stack, one jit(vmap(solve)) per bucket.
+"""Batched `perf` solves: pad to bucket sizes, stack, one compiled call per bucket.
 
 Problems of different sizes (dims D, phases K, inequality rows I, equality rows E) are padded
 on the host with neutral values (jraph's pad-to-fixed-size idea) so that every problem in a
@@ -90,7 +90,7 @@ def stack(problems: list[Problem]) -> Problem:
 @functools.partial(jax.jit, static_argnames="config")
 def solve_stacked(p: Problem, dim_valid: jax.Array,
                   config: BarrierConfig = BarrierConfig()) -> dict:
-    """jit(vmap(perf solve)) over a stacked batch ``p`` with ``dim_valid`` [B, D] (False on
+    """jit(lax.map(perf solve)) over a stacked batch ``p`` with ``dim_valid`` [B, D] (False on
     padded dims). Returns arrays with a leading batch axis: bw [B, D], step_s, lb_s, gap,
     violation (relative to the total bandwidth, as for single solves), status (codes)."""
 
@@ -108,7 +108,11 @@ def solve_stacked(p: Problem, dim_valid: jax.Array,
         return dict(bw=out["bw"], step_s=out["step_s"], lb_s=out["lb_s"], gap=gap,
                     violation=rel_viol, status=status)
 
-    return jax.vmap(one)(p, dim_valid)
+    # lax.map, not vmap: a vmapped SVD / LU becomes jaxlib's batched LAPACK kernel, whose
+    # parallel batch map intermittently deadlocked in XLA:CPU's thread pool (jax 0.10, seen
+    # in a native stack). Problems of a chunk run one after another inside one compiled call;
+    # sharding still splits the chunk over devices.
+    return jax.lax.map(lambda args: one(*args), (p, dim_valid))
 
 
 @dataclasses.dataclass

@@ -186,7 +186,8 @@ def _perf_jit(p, cap, cap_on, bw0, config=BarrierConfig()):
 
 @functools.partial(jax.jit, static_argnames="config")
 def _perf_levels_jit(p, caps, config=BarrierConfig()):
-    return jax.vmap(lambda c: _perf_core(p, c, True, p.interior, config))(caps)
+    # lax.map rather than vmap: see batch.solve_stacked (batched LAPACK kernels deadlocked).
+    return jax.lax.map(lambda c: _perf_core(p, c, True, p.interior, config), caps)
 
 
 def _status(finite, gap, rel_viol, started_inside=True) -> Status:
