@@ -170,8 +170,7 @@ def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
     cap_viol = jnp.where(cap_on, (model.network_cost_usd(bw, p) - cap) / rate_norm, 0.0)
     viol = jnp.maximum(model.max_violation(bw, p), cap_viol)
     return dict(
-        # lam_cap: multiplier of "cost <= cap" in s per $, i.e. -dv/dc at this level.
-        bw=bw, step_s=step, lb_s=lb, lam_cap=res.lam[n_gen - 1] / rate_norm,
+        bw=bw, step_s=step, lb_s=lb,
         centred=res.centred,
         finite=res.finite & jnp.isfinite(step) & _inputs_finite(p),
         started_inside=res.started_inside | ~_inputs_finite(p),  # bad numbers: non-finite
@@ -273,7 +272,7 @@ def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierCo
         raise LibraInputError(
             "objective = perf_per_cost needs a cost model: set cost_model.file."
         )
-    return _perf_per_cost(p, out, lb, status, config, start, max_rounds, batch)
+    return _perf_per_cost(p, out, lb, config, start, max_rounds, batch)
 
 
 def _perf_optax(p: Problem, start: float) -> SolveResult:
@@ -290,7 +289,7 @@ def _perf_optax(p: Problem, start: float) -> SolveResult:
     return _result(p, "perf", status, bw, gap, lb * 1e9, rel_viol, time.perf_counter() - start)
 
 
-def _perf_per_cost(p, perf_out, perf_lb, perf_status, config, start, max_rounds, batch):
+def _perf_per_cost(p, perf_out, perf_lb, config, start, max_rounds, batch):
     rates = np.asarray(p.cost_rate)
     min_bw = np.asarray(p.min_cost_bw)
     c_min = float(rates @ min_bw)
