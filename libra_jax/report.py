@@ -212,6 +212,26 @@ def _table(rows: Sequence[Sequence[str]], align: str) -> list[str]:
     return out
 
 
+def _header_and_dims(title, objective, words, spec, network, bw, base_bw, label) -> list:
+    """Title, objective and constraint lines, then the per-dimension bandwidth table."""
+    lines = [title, f"objective:   {objective} ({words.get(objective, objective)})"]
+    for i, c in enumerate(_constraints_text(spec)):
+        lines.append(("constraints: " if i == 0 else "             ") + c)
+    lines.append("")
+    tiers = network.cost_tiers or ("-",) * network.num_dims
+    bw, base_bw = list(bw), list(base_bw)
+    rows = [("dim", "block", "NPUs", "cost tier", label, "equal split GB/s")]
+    for d in range(network.num_dims):
+        rows.append((str(d), network.blocks[d], str(network.npus[d]), tiers[d],
+                     _fmt(bw[d], ".3f"), _fmt(base_bw[d], ".3f")))
+    rows.append(("", "total", "", "", _fmt(sum(map(float, bw)), ".3f"),
+                 _fmt(sum(map(float, base_bw)), ".3f")))
+    lines += _table(rows, "rlrlrr")
+    lines.append("(bandwidth is per NPU, per dimension)")
+    lines.append("")
+    return lines
+
+
 def format_table(
     result: Any,
     baseline: Any,
@@ -233,34 +253,10 @@ def format_table(
     """
     name = getattr(workload, "name", "workload")
     objective = result.objective
-    lines = [
-        f"LIBRA bandwidth optimisation: {name} on {network.notation} "
-        f"({network.num_npus:,} NPUs, {network.num_dims} dimensions)",
-        f"objective:   {objective} ({_OBJECTIVE_WORDS.get(objective, objective)})",
-    ]
-    for i, c in enumerate(_constraints_text(spec)):
-        lines.append(("constraints: " if i == 0 else "             ") + c)
-    lines.append("")
-
-    tiers = network.cost_tiers or ("-",) * network.num_dims
-    bw, base_bw = list(result.bandwidth_gbps), list(baseline.bandwidth_gbps)
-    rows = [("dim", "block", "NPUs", "cost tier", "optimal GB/s", "equal split GB/s")]
-    for d in range(network.num_dims):
-        rows.append(
-            (
-                str(d),
-                network.blocks[d],
-                str(network.npus[d]),
-                tiers[d],
-                _fmt(bw[d], ".3f"),
-                _fmt(base_bw[d], ".3f"),
-            )
-        )
-    total, base_total = sum(map(float, bw)), sum(map(float, base_bw))
-    rows.append(("", "total", "", "", _fmt(total, ".3f"), _fmt(base_total, ".3f")))
-    lines += _table(rows, "rlrlrr")
-    lines.append("(bandwidth is per NPU, per dimension)")
-    lines.append("")
+    title = (f"LIBRA bandwidth optimisation: {name} on {network.notation} "
+             f"({network.num_npus:,} NPUs, {network.num_dims} dimensions)")
+    lines = _header_and_dims(title, objective, _OBJECTIVE_WORDS, spec, network,
+                             result.bandwidth_gbps, baseline.bandwidth_gbps, "optimal GB/s")
 
     def ms_ns(x: Any) -> str:
         v = _num(x)
@@ -354,26 +350,11 @@ def format_multi_table(result: Any, network: Any, spec: Any = None) -> str:
     """The summary printed for a multi-workload run (``multi.MultiResult``)."""
     objective = result.objective
     names = ", ".join(w.name for w in result.workloads)
-    lines = [
-        f"LIBRA multi-workload optimisation: {len(result.workloads)} workloads ({names}) on "
-        f"{network.notation} ({network.num_npus:,} NPUs, {network.num_dims} dimensions)",
-        f"objective:   {objective} ({_MULTI_WORDS.get(objective, objective)})",
-    ]
-    for i, c in enumerate(_constraints_text(spec)):
-        lines.append(("constraints: " if i == 0 else "             ") + c)
-    lines.append("")
-
-    tiers = network.cost_tiers or ("-",) * network.num_dims
-    bw, base_bw = list(result.bandwidth_gbps), list(result.baseline.bandwidth_gbps)
-    rows = [("dim", "block", "NPUs", "cost tier", "shared GB/s", "equal split GB/s")]
-    for d in range(network.num_dims):
-        rows.append((str(d), network.blocks[d], str(network.npus[d]), tiers[d],
-                     _fmt(bw[d], ".3f"), _fmt(base_bw[d], ".3f")))
-    rows.append(("", "total", "", "", _fmt(sum(map(float, bw)), ".3f"),
-                 _fmt(sum(map(float, base_bw)), ".3f")))
-    lines += _table(rows, "rlrlrr")
-    lines.append("(bandwidth is per NPU, per dimension)")
-    lines.append("")
+    title = (f"LIBRA multi-workload optimisation: {len(result.workloads)} workloads ({names}) "
+             f"on {network.notation} ({network.num_npus:,} NPUs, {network.num_dims} dimensions)")
+    lines = _header_and_dims(title, objective, _MULTI_WORDS, spec, network,
+                             result.bandwidth_gbps, result.baseline.bandwidth_gbps,
+                             "shared GB/s")
 
     def ms(x: Any) -> str:
         v = _num(x)
