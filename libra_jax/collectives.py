@@ -8,6 +8,9 @@ dimension not involved), with effective group sizes e_d = g_d if g_d > 0 else 1:
 * Reduce-Scatter, same:   traffic_d =   m_d (e_d - 1) / e_d
 * All-Gather, d = D..1:   traffic_d =   m'_d (e_d - 1),     m'_d = m * prod_{k>d} e_k
 * All-to-All:             traffic_d =   m (e_d - 1) / e_d   (m is not changed)
+* Send/Recv (point-to-point between neighbouring pipeline stages):
+                          traffic_d = m on every involved dimension (e_d > 1); the
+                          communicator names the dimensions the neighbours may differ in
 * NONE:                   traffic_d = 0
 
 A dimension with e_d = 1 carries nothing, so uninvolved dimensions get 0 by
@@ -65,4 +68,5 @@ def traffic_bytes(collective, size_bytes, communicator):
     out = jnp.where(kind == Collective.REDUCESCATTER, shrink * frac, out)
     out = jnp.where(kind == Collective.ALLGATHER, grow * (e - 1.0), out)
     out = jnp.where(kind == Collective.ALLTOALL, m * frac, out)
+    out = jnp.where((kind == Collective.SENDRECV) & (e > 1.0), m, out)
     return out

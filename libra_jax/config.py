@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 from hydra.core.config_store import ConfigStore
@@ -71,10 +71,16 @@ class CostModelConfig:
 
 @dataclasses.dataclass
 class WorkloadConfig:
-    """Training workload: ASTRA-sim 1.0 text (+ communicator YAML) or native YAML."""
+    """Training workload: ASTRA-sim 1.0 text (+ communicator YAML) or native YAML, or generated
+    from a model description (``generator`` + the ``model`` / ``parallel`` / ``npu`` blocks,
+    whose keys libra_jax/generators.py defines and checks; presets in ``conf/model/``)."""
 
     file: Optional[str] = None
     communicator_file: Optional[str] = None
+    generator: Optional[str] = None  # transformer | moe | resnet50 | dlrm (file must be null)
+    model: Dict[str, Any] = dataclasses.field(default_factory=dict)  # architecture, batch
+    parallel: Dict[str, Any] = dataclasses.field(default_factory=dict)  # tp/pp/dp, ZeRO, ...
+    npu: Dict[str, Any] = dataclasses.field(default_factory=dict)  # TFLOP/s, efficiency, GB
 
 
 @dataclasses.dataclass
@@ -106,6 +112,18 @@ class SolverConfig:
 
 
 @dataclasses.dataclass
+class CosearchConfig:
+    """Mapping co-search (libra_jax/cosearch.py): which TP / PP / DP placements to try."""
+
+    enabled: bool = False
+    tp: Optional[int] = None  # fixed degree, or null: every divisor (TP * PP * DP = NPUs)
+    pp: Optional[int] = None
+    dp: Optional[int] = None
+    top_k: int = 10  # rows of the printed table and of result.json's top_k
+    reference_communicator: Optional[str] = None  # LIBRA communicator YAML to compare with
+
+
+@dataclasses.dataclass
 class LibraConfig:
     """One optimisation run."""
 
@@ -119,6 +137,7 @@ class LibraConfig:
     workloads: Optional[List[WorkloadEntryConfig]] = None  # set -> workload.file must be null
     weights: Optional[List[float]] = None  # [N] >= 0, one per workload; null -> all 1
     multi_objective: str = "sum_time"  # sum_time | sum_time_x_cost | worst_slowdown
+    cosearch: CosearchConfig = dataclasses.field(default_factory=CosearchConfig)
 
 
 def register_configs() -> None:
@@ -271,10 +290,19 @@ def to_inputs(
                 "but cost_model.file is null; set cost_model.file or "
                 "constraints.max_cost_usd=null."
             )
-    if c.workload.file is None:
+    generated = c.workload.generator is not None
+    if generated and (c.workload.file is not None or c.workload.communicator_file is not None):
+        raise LibraInputError(
+            f"workload.generator={c.workload.generator!r} and workload.file="
+            f"{c.workload.file!r} / workload.communicator_file={c.workload.communicator_file!r} "
+            "are both set: a workload is either generated or read from a file; set "
+            "workload.file=null workload.communicator_file=null (or workload.generator=null)."
+        )
+    if not generated and c.workload.file is None:
         raise LibraInputError(
             "workload.file is null; give a workload (ASTRA-sim 1.0 text or native YAML), e.g. "
-            "workload.file=workload/Turing_NLG.txt, or pick a preset such as conf=turing_nlg."
+            "workload.file=workload/Turing_NLG.txt, pick a preset such as conf=turing_nlg, or "
+            "generate one (workload.generator=transformer with a model, e.g. model=gpt3_175b)."
         )
 
     # Resolve every path before loading anything, so a typo is reported at once.
@@ -286,7 +314,9 @@ def to_inputs(
         if c.cost_model.file is not None
         else None
     )
-    workload_path = resolve_path(c.workload.file, "workload.file", base_dir)
+    workload_path = (
+        None if generated else resolve_path(c.workload.file, "workload.file", base_dir)
+    )
     communicator_path = (
         resolve_path(c.workload.communicator_file, "workload.communicator_file", base_dir)
         if c.workload.communicator_file is not None
@@ -310,9 +340,15 @@ def to_inputs(
             cost_rates_usd_per_gbps(network, load_cost_model(cost_path)), dtype=np.float64
         )
 
-    workload = load_workload(
-        workload_path, communicator_file=communicator_path, num_dims=network.num_dims
-    )
+    if generated:
+        from libra_jax.generators import generate  # late: generators imports scan -> config
+
+        workload = generate(c.workload.generator, c.workload.model, c.workload.parallel,
+                            c.workload.npu, network.npus)
+    else:
+        workload = load_workload(
+            workload_path, communicator_file=communicator_path, num_dims=network.num_dims
+        )
     check_workload_network(workload, network)
 
     k = c.constraints

@@ -13,6 +13,7 @@ after another): JAX must not be forked.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import sys
 import traceback
@@ -49,13 +50,102 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
     """Solve one configured problem, print the table, write ``result.json``; return its dict."""
     if cfg.get("workloads") is not None:
         return run_multi(cfg, output_dir)
+    if cfg.cosearch.enabled:
+        return run_cosearch(cfg, output_dir)
     network, workload, cost_rates, spec = config.to_inputs(cfg)
+    memory_line = _check_generated_memory(cfg)
     problem = build_problem(network, workload, cost_rates, spec)
     result = solve(problem, objective=cfg.objective, method=cfg.solver.method)
     baseline = equal_split(problem)
-    workload_file = config.resolve_path(cfg.workload.file, "workload.file")
+    workload_file = (None if cfg.workload.file is None
+                     else config.resolve_path(cfg.workload.file, "workload.file"))
     print(report.format_table(result, baseline, network, workload, spec), flush=True)
+    if memory_line:
+        print(memory_line, flush=True)
     data = report.result_dict(result, baseline, network, workload, workload_file)
+    report.write_json(output_dir / "result.json", data)
+    print(f"result: {output_dir / 'result.json'}", flush=True)
+    return data
+
+
+def _transformer_inputs(cfg: DictConfig, npus):
+    """(Transformer, Parallel, Npu) of a generated transformer workload, else None."""
+    from libra_jax import generators
+
+    w = cfg.workload
+    if w.generator not in ("transformer", "moe"):
+        return None
+    return (generators.Transformer.parse(w.model), generators.Parallel.parse(w.parallel, npus),
+            generators.Npu.parse(w.npu))
+
+
+def _check_generated_memory(cfg: DictConfig) -> str | None:
+    """For a generated transformer: the memory line to print; raises when it does not fit."""
+    from libra_jax import memory
+
+    if cfg.workload.generator is None:
+        return None
+    parsed = _transformer_inputs(cfg, None)
+    if parsed is None:
+        return None
+    est = memory.transformer_memory(*parsed)
+    memory.check_fits(est, "workload")
+    return f"memory per NPU: {est.describe()}" + (
+        "" if est.capacity_bytes is not None else " (workload.npu.memory_gb is null: not checked)")
+
+
+def run_cosearch(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
+    """Mapping co-search (``cosearch.enabled=true``): print the ranking and write result.json
+    for the best mapping, with a ``cosearch`` entry (top-k, reference, dropped counts)."""
+    from libra_jax import cosearch
+    from libra_jax.workload import load_communicator
+
+    if cfg.workload.generator not in ("transformer", "moe"):
+        raise LibraInputError(
+            f"cosearch.enabled=true needs a generated transformer workload "
+            f"(workload.generator=transformer or moe); got workload.generator="
+            f"{cfg.workload.generator!r}."
+        )
+    if cfg.objective != "perf":
+        raise LibraInputError(
+            f"cosearch ranks mappings by step time: objective must be perf (got "
+            f"{cfg.objective})."
+        )
+    network, workload, cost_rates, spec = config.to_inputs(cfg)
+    model, par, npu = _transformer_inputs(cfg, network.npus)
+    template = build_problem(network, workload, cost_rates, spec)
+    c = cfg.cosearch
+    reference = None
+    if c.reference_communicator is not None:
+        path = config.resolve_path(c.reference_communicator, "cosearch.reference_communicator")
+        comm = load_communicator(path)
+        if comm.shape[1] != network.num_dims:
+            raise LibraInputError(
+                f"cosearch.reference_communicator: {path} has {comm.shape[1]} entries per row "
+                f"but the network has {network.num_dims} dimensions."
+            )
+        reference = cosearch.placement_from_communicator(
+            comm, network.npus, "cosearch.reference_communicator")
+    if not (isinstance(c.top_k, int) and c.top_k >= 1):
+        raise LibraInputError(f"cosearch.top_k = {c.top_k!r}: expected an integer >= 1.")
+    res = cosearch.cosearch(template, network, model, par, npu, c.tp, c.pp, c.dp, reference)
+    # The best mapping, solved and reported like a single run (with the equal-split baseline).
+    best_par = dataclasses.replace(par, tp=res.best.degrees[0], pp=res.best.degrees[1],
+                                   dp=res.best.degrees[2], placement=res.best.placement)
+    from libra_jax.generators import transformer_workload
+
+    best_wl = transformer_workload(model, best_par, npu, network.num_dims,
+                                   f"generator {cfg.workload.generator} (co-search best)")
+    problem = build_problem(network, best_wl, cost_rates, spec)
+    result = solve(problem, objective="perf", method=cfg.solver.method)
+    baseline = equal_split(problem)
+    print(report.format_table(result, baseline, network, best_wl, spec), flush=True)
+    print(f"best mapping: {res.best.description}; memory per NPU: "
+          f"{res.best.memory.describe()}", flush=True)
+    print("", flush=True)
+    print(cosearch.format_table(res, c.top_k), flush=True)
+    data = report.result_dict(result, baseline, network, best_wl, None)
+    data["cosearch"] = cosearch.result_dict(res, c.top_k)
     report.write_json(output_dir / "result.json", data)
     print(f"result: {output_dir / 'result.json'}", flush=True)
     return data

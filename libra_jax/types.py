@@ -17,7 +17,9 @@ from __future__ import annotations
 import enum
 
 PHASES = ("forward", "input_grad", "weight_grad")
-COLLECTIVES = ("NONE", "ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL")
+COLLECTIVES = ("NONE", "ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL", "SENDRECV")
+#: The collectives ASTRA-sim 1.0 text workloads know (SENDRECV is native-YAML / generator only).
+TXT_COLLECTIVES = COLLECTIVES[:5]
 BLOCKS = ("Ring", "FullyConnected", "Switch")
 BLOCK_ABBREV = {"Ring": "RI", "FullyConnected": "FC", "Switch": "SW"}
 
@@ -28,6 +30,7 @@ class Collective(enum.IntEnum):
     REDUCESCATTER = 2
     ALLGATHER = 3
     ALLTOALL = 4
+    SENDRECV = 5  # point-to-point to a neighbour (pipeline stages); m bytes per involved dim
 
 
 class Block(enum.IntEnum):

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from libra_jax.topology import Network, _read_yaml_mapping
-from libra_jax.types import COLLECTIVES, PHASES, Collective, LibraInputError
+from libra_jax.types import COLLECTIVES, PHASES, TXT_COLLECTIVES, Collective, LibraInputError
 
 # Communicator YAML key of each phase, in types.PHASES order.
 COMMUNICATOR_KEYS = ("Forward", "InputGrad", "WeightGrad")
@@ -113,12 +113,15 @@ def _text_number(token: str, where: str, what: str) -> float:
     return value
 
 
-def _collective_code(name: Any, where: str, what: str) -> int:
-    if isinstance(name, str) and name.strip().upper() in COLLECTIVES:
+def _collective_code(
+    name: Any, where: str, what: str, known: tuple[str, ...] = COLLECTIVES
+) -> int:
+    """The ``Collective`` code of a name among ``known`` (text files: ``TXT_COLLECTIVES``)."""
+    if isinstance(name, str) and name.strip().upper() in known:
         return int(Collective[name.strip().upper()])
     raise LibraInputError(
         f"{where}: {what} = {name!r} is not a known collective; expected one of "
-        f"{', '.join(COLLECTIVES)} (case-insensitive)."
+        f"{', '.join(known)} (case-insensitive)."
     )
 
 
@@ -289,7 +292,8 @@ def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray
             )
             k_row.append(
                 _collective_code(
-                    fields[base + 1], where, f"{phase} collective (field {base + 2})"
+                    fields[base + 1], where, f"{phase} collective (field {base + 2})",
+                    TXT_COLLECTIVES,
                 )
             )
             s_row.append(

@@ -40,7 +40,7 @@ def test_preset_builds_inputs(name):
         assert network.num_dims == 4 and len(entries) == 3 and spec.total_bw_gbps == 500.0
         return
     network, workload, rates, spec = config.to_inputs(cfg)
-    dims = 4 if "_4d" in name else 3
+    dims = 4 if ("_4d" in name or name.endswith("_cosearch")) else 3  # co-search: 4D
     assert network.num_dims == dims
     assert network.num_npus == 4096
     assert rates is not None and rates.shape == (dims,)
@@ -65,12 +65,14 @@ def test_default_config_has_every_key():
     cfg = _compose()
     assert set(cfg) == {
         "network", "cost_model", "workload", "constraints", "objective", "solver",
-        "workloads", "weights", "multi_objective",
+        "workloads", "weights", "multi_objective", "cosearch",
     }
     assert cfg.solver.method == "barrier" and cfg.workloads is None
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers"}
     assert set(cfg.cost_model) == {"file"}
-    assert set(cfg.workload) == {"file", "communicator_file"}
+    assert set(cfg.workload) == {
+        "file", "communicator_file", "generator", "model", "parallel", "npu",
+    }
     assert set(cfg.constraints) == {
         "total_bw_gbps",
         "total_bw_mode",
