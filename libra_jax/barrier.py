@@ -4,6 +4,7 @@ The `perf` problem is written in epigraph form over z = (bw [D], t [K]):
 
     minimise   obj(z)                      (for perf: weight @ t)
     subject to t_k >= traffic_kd / bw_d    for every (k, d) with traffic_kd > 0
+               t_j >= c_r + sum_d a_rd / bw_d  for every general row r of piece j
                G z <= h,  E z == f         (linear rows: box, user constraints, budget)
 
 and solved by the barrier method (Boyd & Vandenberghe, Convex Optimization, Sec. 11.3): for an
@@ -36,6 +37,10 @@ class BarrierData(NamedTuple):
     e_on: jax.Array  # [E] bool
     epi_traffic: jax.Array  # [K, D] traffic (GB) of the epigraph constraints
     epi_on: jax.Array  # [K, D] bool, pairs with traffic > 0
+    row_a: jax.Array  # [R, D] general rows: coefficient of 1 / bw_d (GB)
+    row_c: jax.Array  # [R] constant (s)
+    row_t: jax.Array  # [R] int index into t (= K + piece) of each row
+    row_on: jax.Array  # [R] bool
 
 
 class BarrierConfig(NamedTuple):
@@ -55,37 +60,63 @@ class BarrierResult(NamedTuple):
     nu: jax.Array  # [E] equality multipliers of the original problem (KKT nu / s)
     lam: jax.Array  # [M] inequality multipliers 1 / (s * slack), 0 on rows not taking part
     mu_epi: jax.Array  # [K, D] epigraph multipliers, 0 on unused pairs
+    mu_row: jax.Array  # [R] general row multipliers, 0 on rows not taking part
     newton_steps: jax.Array  # [] total Newton steps
     centred: jax.Array  # [] bool: last centring met its tolerance
     finite: jax.Array  # [] bool: every quantity stayed finite
     started_inside: jax.Array  # [] bool: z0 was strictly feasible (else nothing was solved)
 
 
+def empty_rows(num_dims: int, dtype=jnp.float64) -> dict:
+    """The general-row fields of `BarrierData` with no rows (LIBRA's model only)."""
+    return dict(row_a=jnp.zeros((0, num_dims), dtype), row_c=jnp.zeros((0,), dtype),
+                row_t=jnp.zeros((0,), jnp.int32), row_on=jnp.zeros((0,), bool))
+
+
+def _row_used(data: BarrierData):
+    return data.row_on[:, None] & (data.row_a != 0)
+
+
 def _slacks(z: jax.Array, data: BarrierData):
-    d = data.epi_traffic.shape[1]
+    d, k = data.epi_traffic.shape[1], data.epi_traffic.shape[0]
     bw, t = z[:d], z[d:]
     lin = jnp.where(data.g_on, data.h - data.g @ z, 1.0)
     used = data.epi_on
     safe_bw = jnp.where(used, bw[None, :], 1.0)
-    epi = jnp.where(used, t[:, None] - data.epi_traffic / safe_bw, 1.0)
+    epi = jnp.where(used, t[:k, None] - data.epi_traffic / safe_bw, 1.0)
     pos = jnp.where(used, bw[None, :], 1.0)
-    inside = jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(pos > 0)
-    return lin, epi, inside
+    r_used = _row_used(data)
+    r_bw = jnp.where(r_used, bw[None, :], 1.0)
+    row = data.row_c + jnp.sum(jnp.where(r_used, data.row_a / r_bw, 0.0), axis=1)
+    row = jnp.where(data.row_on, t[data.row_t] - row, 1.0)
+    inside = (jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(pos > 0) & jnp.all(row > 0)
+              & jnp.all(r_bw > 0))
+    return lin, epi, row, inside
+
+
+def _t_free(data: BarrierData):
+    """[T] bool: epigraph variables no constraint bounds below (padding); pinned at 0."""
+    n_t = data.g.shape[1] - data.epi_traffic.shape[1]
+    k = data.epi_traffic.shape[0]
+    has = jnp.zeros((n_t,), bool).at[:k].set(jnp.any(data.epi_on, axis=1))
+    counts = jax.ops.segment_sum(data.row_on.astype(jnp.int32), data.row_t, num_segments=n_t)
+    return ~(has | (counts > 0))
 
 
 def barrier_value(z: jax.Array, data: BarrierData) -> jax.Array:
     """-sum(log(slacks)), +inf outside the domain.
 
-    A padded phase (no pair with traffic) leaves its t_k free with zero weight; the term
-    t_k^2 / 2 pins it at 0 so that the Newton system stays non-singular (padding must not
-    change a result, and does not: t_k appears nowhere else).
+    A padded phase or piece (no constraint on its t) is left free with zero weight; the term
+    t^2 / 2 pins it at 0 so that the Newton system stays non-singular (padding must not
+    change a result, and does not: that t appears nowhere else).
     """
-    lin, epi, inside = _slacks(z, data)
+    lin, epi, row, inside = _slacks(z, data)
     d = data.epi_traffic.shape[1]
-    t_free = ~jnp.any(data.epi_on, axis=1)
+    t_free = _t_free(data)
     val = (
         -jnp.sum(jnp.log(jnp.where(lin > 0, lin, 1.0)))
         - jnp.sum(jnp.log(jnp.where(epi > 0, epi, 1.0)))
+        - jnp.sum(jnp.log(jnp.where(row > 0, row, 1.0)))
         + 0.5 * jnp.sum(jnp.where(t_free, z[d:] ** 2, 0.0))
     )
     return jnp.where(inside, val, jnp.inf)
@@ -98,12 +129,15 @@ def barrier_derivatives(z: jax.Array, data: BarrierData):
     Epigraph pairs, slack e = t_k - T/b_d, with v = T / b_d^2 (= de/db_d) and u = 1 / e:
       grad_t_k -= u,  grad_b_d -= u v,
       hess_tt += u^2, hess_bb += u^2 v^2 + 2 u T / b_d^3, hess_tb += u^2 v.
-    Pinned (padded) phases add t_k to the gradient and 1 to the Hessian diagonal.
-    About KD + n^2 work instead of the n reverse passes of `jax.hessian`.
+    General rows, slack e = t_j - c - sum_d a_d / b_d, with gradient q = (a / b^2, e_j) and
+    u = 1 / e: grad -= u q,  hess += u^2 q q^T + diag_b(2 u a / b^3).
+    Pinned (padded) variables add t to the gradient and 1 to the Hessian diagonal.
+    About KD + R n + n^2 work instead of the n reverse passes of `jax.hessian`.
     """
-    d = data.epi_traffic.shape[1]
+    d, k = data.epi_traffic.shape[1], data.epi_traffic.shape[0]
+    n_t = z.shape[0] - d
     bw, t = z[:d], z[d:]
-    lin, epi, _ = _slacks(z, data)
+    lin, epi, row, _ = _slacks(z, data)
     inv_l = jnp.where(data.g_on, 1.0 / lin, 0.0)
     grad = data.g.T @ inv_l
     hess = (data.g * (inv_l**2)[:, None]).T @ data.g
@@ -112,14 +146,26 @@ def barrier_derivatives(z: jax.Array, data: BarrierData):
     u = jnp.where(used, 1.0 / epi, 0.0)  # [K, D]
     v = jnp.where(used, data.epi_traffic / safe_bw**2, 0.0)
     g_b = -jnp.sum(u * v, axis=0)
-    t_free = ~jnp.any(used, axis=1)
-    g_t = -jnp.sum(u, axis=1) + jnp.where(t_free, t, 0.0)
+    t_free = _t_free(data)
+    g_t = jnp.zeros((n_t,), z.dtype).at[:k].add(-jnp.sum(u, axis=1)) + jnp.where(t_free, t, 0.0)
     h_bb = jnp.sum(u**2 * v**2 + 2.0 * u * v / safe_bw, axis=0)
-    h_tt = jnp.sum(u**2, axis=1) + jnp.where(t_free, 1.0, 0.0)
-    h_tb = u**2 * v  # [K, D]
+    h_tt = jnp.zeros((n_t,), z.dtype).at[:k].add(jnp.sum(u**2, axis=1))
+    h_tt = h_tt + jnp.where(t_free, 1.0, 0.0)
+    h_tb = jnp.zeros((n_t, d), z.dtype).at[:k].set(u**2 * v)  # [T, D]
     grad = grad + jnp.concatenate([g_b, g_t])
     epi_hess = jnp.block([[jnp.diag(h_bb), h_tb.T], [h_tb, jnp.diag(h_tt)]])
-    return grad, hess + epi_hess
+    # General rows.
+    r_used = _row_used(data)
+    r_bw = jnp.where(r_used, bw[None, :], 1.0)
+    ur = jnp.where(data.row_on, 1.0 / row, 0.0)  # [R]
+    vr = jnp.where(r_used, data.row_a / r_bw**2, 0.0)  # [R, D]
+    q = jnp.concatenate([vr, jax.nn.one_hot(data.row_t, n_t, dtype=z.dtype)], axis=1)
+    q = jnp.where(data.row_on[:, None], q, 0.0)
+    grad = grad - q.T @ ur
+    row_diag = jnp.sum(2.0 * ur[:, None] * vr / r_bw, axis=0)
+    row_hess = (q * (ur**2)[:, None]).T @ q + jnp.diag(
+        jnp.concatenate([row_diag, jnp.zeros((n_t,), z.dtype)]))
+    return grad, hess + epi_hess + row_hess
 
 
 def _nullspace_basis(e_act: jax.Array, n: int):
@@ -175,7 +221,7 @@ def barrier_minimize(
       `BarrierResult`; the duality gap of the final centred point is (number of barrier
       terms) / s.
     """
-    num_terms = jnp.sum(data.g_on) + jnp.sum(data.epi_on)
+    num_terms = jnp.sum(data.g_on) + jnp.sum(data.epi_on) + jnp.sum(data.row_on)
     obj0 = obj(z0, obj_params)
     s0 = num_terms / jnp.maximum(jnp.abs(obj0), 1e-30)
     m_eq = data.e.shape[0]
@@ -237,11 +283,12 @@ def barrier_minimize(
     init = (z0, s0, jnp.zeros((m_eq,), z0.dtype), zero, zero, zero, jnp.asarray(False),
             jnp.asarray(False))
     z, s, nu, total, _, _, _, centred = jax.lax.while_loop(cond, step, init)
-    lin, epi, inside = _slacks(z, data)
+    lin, epi, row, inside = _slacks(z, data)
     lam = jnp.where(data.g_on, 1.0 / (s * lin), 0.0)
     mu_epi = jnp.where(data.epi_on, 1.0 / (s * epi), 0.0)
+    mu_row = jnp.where(data.row_on, 1.0 / (s * row), 0.0)
     finite = jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(nu)) & inside
     return BarrierResult(
-        z=z, s=s, nu=nu / s, lam=lam, mu_epi=mu_epi, newton_steps=total,
-        centred=centred, finite=finite, started_inside=_slacks(z0, data)[2],
+        z=z, s=s, nu=nu / s, lam=lam, mu_epi=mu_epi, mu_row=mu_row, newton_steps=total,
+        centred=centred, finite=finite, started_inside=_slacks(z0, data)[3],
     )

@@ -36,19 +36,22 @@ def _bucket(n: int, minimum: int = 1) -> int:
     return 1 << (n - 1).bit_length()
 
 
-def bucket_shape(p: Problem) -> tuple[int, int, int, int]:
-    """(D, K, I, E) bucket of a problem."""
+def bucket_shape(p: Problem) -> tuple[int, ...]:
+    """(D, K, I, E, J, R) bucket of a problem (J pieces and R rows of a general model)."""
     k, d = p.traffic_gb.shape
-    return (_bucket(d), _bucket(k), _bucket(p.a_in.shape[0]), _bucket(p.a_eq.shape[0]))
+    return (_bucket(d), _bucket(k), _bucket(p.a_in.shape[0]), _bucket(p.a_eq.shape[0]),
+            _bucket(p.piece_weight.shape[0]), _bucket(p.row_piece.shape[0]))
 
 
-def pad_problem(p: Problem, shape: tuple[int, int, int, int]) -> Problem:
-    """Pads a problem with neutral entries to the (D, K, I, E) ``shape`` (numpy, host)."""
-    d_pad, k_pad, i_pad, e_pad = shape
+def pad_problem(p: Problem, shape: tuple[int, ...]) -> Problem:
+    """Pads a problem with neutral entries to the (D, K, I, E, J, R) ``shape`` (numpy, host)."""
+    d_pad, k_pad, i_pad, e_pad, j_pad, r_pad = shape
     k, d = p.traffic_gb.shape
     i, e = p.a_in.shape[0], p.a_eq.shape[0]
-    if d > d_pad or k > k_pad or i > i_pad or e > e_pad:
-        raise ValueError(f"problem of size {(d, k, i, e)} does not fit the bucket {shape}")
+    j, r = p.piece_weight.shape[0], p.row_piece.shape[0]
+    size = (d, k, i, e, j, r)
+    if any(a > b for a, b in zip(size, shape)):
+        raise ValueError(f"problem of size {size} does not fit the bucket {shape}")
 
     def vec(x, n, fill):
         x = np.asarray(x)
@@ -78,6 +81,12 @@ def pad_problem(p: Problem, shape: tuple[int, int, int, int]) -> Problem:
         interior=vec(p.interior, d_pad, 1.0),
         min_cost_bw=vec(p.min_cost_bw, d_pad, 1.0),
         total_bw_gbps=np.asarray(p.total_bw_gbps, np.float64),
+        piece_weight=vec(p.piece_weight, j_pad, 0.0),
+        row_piece=vec(np.asarray(p.row_piece, np.int32), r_pad, 0),
+        row_const_s=vec(p.row_const_s, r_pad, 0.0),
+        row_gb=mat(p.row_gb, r_pad, d_pad),
+        row_on=vec(p.row_on, r_pad, False),
+        comm_const_s=np.asarray(p.comm_const_s, np.float64),
         has_cost=False,
     )
 

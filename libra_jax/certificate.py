@@ -1,14 +1,15 @@
 """Certified lower bounds for the `perf` problem from a tangent-plane LP (host side).
 
-For any x > 0, every phase time h_kd(y) = T_kd / y_d is convex, so for y > 0
+Every epigraph row is r(y) = c_r + sum_d a_rd / y_d with a >= 0 (LIBRA's phase times
+T_kd / y_d are the rows with one coefficient), convex for y > 0, so
 
-    T_kd / y_d >= 2 T_kd / x_d - (T_kd / x_d^2) y_d           (tangent at x)
+    a / y_d >= 2 a / x_d - (a / x_d^2) y_d                     (tangent at x)
 
-and for any pi_k in the simplex over the dimensions phase k uses,
-max_d h_kd(y) >= sum_d pi_kd h_kd(y). Hence, for every y in the feasible set P,
+and for any pi in the simplex over the rows of one epigraph variable (a phase or a piece),
+max_r r(y) >= sum_r pi_r r(y). Hence, for every y in the feasible set P,
 
-    step(y) >= compute + sum_kd w_k pi_kd (2 T_kd / x_d) + xi(pi) @ y,
-    xi_d(pi) = -sum_k w_k pi_kd T_kd / x_d^2,
+    step(y) >= compute + c0 + sum_r w_r pi_r (c_r + sum_d 2 a_rd / x_d) + xi(pi) @ y,
+    xi_d(pi) = -sum_r w_r pi_r a_rd / x_d^2,
 
 and min over P of the right-hand side is a lower bound on the optimum. Maximising that bound
 over pi (and the LP dual multipliers of P) is a linear program; its value equals the optimum
@@ -37,19 +38,48 @@ def _arrays(p, cap):
     return a_in, b_in, a_eq, b_eq
 
 
+def _epigraph_rows(p):
+    """Every epigraph row as (group [R], group weight [G], constant [R] s, coef [R, D] GB):
+    LIBRA's (phase, dimension) pairs (constant 0, one coefficient) first, then the general
+    rows of `problem.ModelRows`; group = the epigraph variable the row bounds."""
+    t = np.asarray(p.traffic_gb, np.float64)
+    k, d = t.shape
+    kk, dd = np.nonzero(t > 0)
+    a_pairs = np.zeros((kk.size, d))
+    a_pairs[np.arange(kk.size), dd] = t[kk, dd]
+    on = np.asarray(p.row_on, bool)
+    group = np.concatenate([kk, k + np.asarray(p.row_piece)[on]]).astype(int)
+    weight = np.concatenate([np.asarray(p.weight, np.float64),
+                             np.asarray(p.piece_weight, np.float64)])
+    const = np.concatenate([np.zeros(kk.size), np.asarray(p.row_const_s, np.float64)[on]])
+    coef = np.vstack([a_pairs, np.asarray(p.row_gb, np.float64).reshape(-1, d)[on]])
+    return group, weight, const, coef
+
+
+def _tangent_terms(p, x, pi):
+    """(constant, xi [D]) of the tangent-plane minorant for row weights pi [R] (per group in
+    the simplex): step(y) >= constant + xi @ y."""
+    group, weight, const, coef = _epigraph_rows(p)
+    used = coef > 0
+    safe_x = np.where(used, x[None, :], 1.0)
+    wpi = weight[group] * pi
+    value = const + np.sum(np.where(used, 2 * coef / safe_x, 0.0), axis=1)
+    total = (float(np.asarray(p.compute_s)) + float(np.asarray(p.comm_const_s))
+             + float(wpi @ value))
+    xi = -np.sum(wpi[:, None] * np.where(used, coef / safe_x**2, 0.0), axis=0)
+    return total, xi
+
+
 def bound_from_multipliers(p, x, pi, lam, nu, cap=None) -> float:
-    """The tangent-plane lower bound (s) for given pi [K, D], lam [I(+1)] >= 0, nu [E]."""
+    """The tangent-plane lower bound (s) for row weights pi [R] (rows of `_epigraph_rows`),
+    lam [I(+1)] >= 0 and nu [E]."""
     a_in, b_in, a_eq, b_eq = _arrays(p, cap)
     x = np.asarray(x, np.float64)
-    t = np.asarray(p.traffic_gb, np.float64)
-    w = np.asarray(p.weight, np.float64)
-    used = t > 0
-    pi = np.where(used, np.maximum(pi, 0.0), 0.0)
-    tot = pi.sum(axis=1, keepdims=True)
-    pi = np.where(tot > 0, pi / np.where(tot > 0, tot, 1.0), 0.0)
-    safe_x = np.where(used, x[None, :], 1.0)
-    const = float(np.asarray(p.compute_s)) + float(np.sum(w[:, None] * pi * 2 * t / safe_x))
-    xi = -np.sum(w[:, None] * pi * t / safe_x**2, axis=0)
+    group, weight, _, _ = _epigraph_rows(p)
+    pi = np.maximum(np.asarray(pi, np.float64), 0.0)
+    tot = np.bincount(group, weights=pi, minlength=weight.shape[0])
+    pi = np.where(tot[group] > 0, pi / np.where(tot[group] > 0, tot[group], 1.0), 0.0)
+    const, xi = _tangent_terms(p, x, pi)
     lam = np.maximum(np.asarray(lam, np.float64), 0.0)
     nu = np.asarray(nu, np.float64)
     r = xi + a_in.T @ lam + a_eq.T @ nu
@@ -75,50 +105,50 @@ def tangent_lp_bound(p, x, cap=None):
     """
     a_in, b_in, a_eq, b_eq = _arrays(p, cap)
     x = np.asarray(x, np.float64)
-    t = np.asarray(p.traffic_gb, np.float64)
-    w = np.asarray(p.weight, np.float64)
-    k, d = t.shape
-    if np.any((t > 0) & (x[None, :] <= 0)):
+    group, weight, const, coef = _epigraph_rows(p)
+    d = x.shape[0]
+    n_grp = weight.shape[0]
+    used = coef > 0
+    if np.any(used & (x[None, :] <= 0)):
         return -np.inf, 0.0
     lo = np.asarray(p.lo, np.float64)
     up = np.asarray(p.upper, np.float64)
-    pairs = [(i, j) for i in range(k) for j in range(d) if t[i, j] > 0]
-    n_pi, n_in, n_eq = len(pairs), len(b_in), len(b_eq)
-    # Variables: pi (pairs) >= 0, lam >= 0, nu free, alpha >= 0 (lo), beta >= 0 (upper).
+    safe_x = np.where(used, x[None, :], 1.0)
+    n_pi, n_in, n_eq = group.size, len(b_in), len(b_eq)
+    # Variables: pi (rows) >= 0, lam >= 0, nu free, alpha >= 0 (lo), beta >= 0 (upper).
     n = n_pi + n_in + n_eq + 2 * d
-    c = np.zeros(n)  # linprog minimises: minus the bound (without the constant compute)
-    for col, (i, j) in enumerate(pairs):
-        c[col] = -(w[i] * 2 * t[i, j] / x[j])
+    c = np.zeros(n)  # linprog minimises: minus the bound (without the constants)
+    wgt = weight[group]
+    c[:n_pi] = -wgt * (const + np.sum(np.where(used, 2 * coef / safe_x, 0.0), axis=1))
     c[n_pi:n_pi + n_in] = b_in
     c[n_pi + n_in:n_pi + n_in + n_eq] = b_eq
     c[n_pi + n_in + n_eq:n_pi + n_in + n_eq + d] = -lo
     c[n_pi + n_in + n_eq + d:] = up
     # Stationarity: xi(pi) + a_in^T lam + a_eq^T nu - alpha + beta == 0  (D rows)
     a_stat = np.zeros((d, n))
-    for col, (i, j) in enumerate(pairs):
-        a_stat[j, col] = -w[i] * t[i, j] / x[j] ** 2
+    a_stat[:, :n_pi] = -(wgt[:, None] * np.where(used, coef / safe_x**2, 0.0)).T
     a_stat[:, n_pi:n_pi + n_in] = a_in.T
     a_stat[:, n_pi + n_in:n_pi + n_in + n_eq] = a_eq.T
     a_stat[:, n_pi + n_in + n_eq:n_pi + n_in + n_eq + d] = -np.eye(d)
     a_stat[:, n_pi + n_in + n_eq + d:] = np.eye(d)
-    # Simplex: sum_d pi_kd == 1 for each phase.
-    a_simp = np.zeros((k, n))
-    for col, (i, _) in enumerate(pairs):
-        a_simp[i, col] = 1.0
+    # Simplex: the row weights of each epigraph variable sum to 1 (groups with rows only).
+    has_rows = np.bincount(group, minlength=n_grp) > 0
+    a_simp = np.zeros((n_grp, n))
+    a_simp[group, np.arange(n_pi)] = 1.0
+    a_simp = a_simp[has_rows]
     bounds = ([(0, None)] * n_pi + [(0, None)] * n_in + [(None, None)] * n_eq
               + [(0, None)] * (2 * d))
     # Scale the stationarity rows so that HiGHS sees entries of order one.
     row_scale = np.maximum(np.max(np.abs(a_stat), axis=1), 1e-300)
     res = scipy.optimize.linprog(
         c, A_eq=np.vstack([a_stat / row_scale[:, None], a_simp]),
-        b_eq=np.concatenate([np.zeros(d), np.ones(k)]), bounds=bounds, method="highs",
+        b_eq=np.concatenate([np.zeros(d), np.ones(a_simp.shape[0])]), bounds=bounds,
+        method="highs",
     )
     if res.status != 0:
         return -np.inf, 0.0
     z = res.x
-    pi = np.zeros((k, d))
-    for col, (i, j) in enumerate(pairs):
-        pi[i, j] = z[col]
+    pi = z[:n_pi]
     lam = z[n_pi:n_pi + n_in]
     nu = z[n_pi + n_in:n_pi + n_in + n_eq]
     bound = bound_from_multipliers(p, x, pi, lam, nu, cap)

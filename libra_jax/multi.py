@@ -45,7 +45,7 @@ import numpy as np
 
 from libra_jax import objective as model
 from libra_jax import solve as solve_mod
-from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize
+from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize, empty_rows
 from libra_jax.problem import ConstraintSpec, Problem, problem_from_arrays
 from libra_jax.types import STATUS_NAMES, LibraInputError
 
@@ -232,7 +232,7 @@ def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig(
     e_all = jnp.concatenate([e, jnp.zeros((e.shape[0], 1 + k), dt)], axis=1)
     epi = jnp.concatenate([traffic, jnp.zeros((k, 1), dt)], axis=1)
     data = BarrierData(g=g_all, h=h_all, g_on=g_on_all, e=e_all, f=f, e_on=e_on,
-                       epi_traffic=epi, epi_on=epi > 0)
+                       epi_traffic=epi, epi_on=epi > 0, **empty_rows(d + 1, dt))
     bw0 = solve_mod._project_affine(p.interior, e, f, e_on)
     used = traffic > 0
     times = jnp.where(used, traffic / jnp.where(used, bw0[None, :], 1.0), 0.0)

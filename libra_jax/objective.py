@@ -1,6 +1,7 @@
 """The LIBRA model as pure JAX functions of the bandwidth vector.
 
     comm_time(bw)  = sum_k weight_k * max_d traffic_kd / bw_d        (no-overlap loop, s)
+                     [+ general rows: sum_j w_j max_r (c_r + sum_d a_rd / bw_d) + c0]
     step_time(bw)  = compute + comm_time(bw)                          (s)
     cost(bw)       = cost_rate @ bw                                   ($)
 
@@ -24,9 +25,25 @@ def dim_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     return jnp.where(used, p.traffic_gb / safe_bw, 0.0)
 
 
+def row_values_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
+    """Value [R] (s) of each general model row: const + sum_d coef_d / bw_d."""
+    used = p.row_gb != 0
+    safe_bw = jnp.where(used, bw_gbps[None, :], 1.0)
+    return p.row_const_s + jnp.sum(jnp.where(used, p.row_gb / safe_bw, 0.0), axis=-1)
+
+
+def piece_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
+    """Time [J] (s) of each general model piece: the max over its rows (0 for padding)."""
+    vals = jnp.where(p.row_on, row_values_s(bw_gbps, p), -jnp.inf)
+    top = jax.ops.segment_max(vals, p.row_piece, num_segments=p.piece_weight.shape[0])
+    return jnp.where(top == -jnp.inf, 0.0, top)
+
+
 def comm_time_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
-    """Communication time of one step (s): sum over phases of the slowest dimension."""
-    return jnp.sum(p.weight * jnp.max(dim_times_s(bw_gbps, p), axis=-1, initial=0.0))
+    """Communication time of one step (s): sum over phases of the slowest dimension (LIBRA),
+    plus the general model rows (`problem.ModelRows`) where there are any."""
+    libra = jnp.sum(p.weight * jnp.max(dim_times_s(bw_gbps, p), axis=-1, initial=0.0))
+    return libra + jnp.sum(p.piece_weight * piece_times_s(bw_gbps, p)) + p.comm_const_s
 
 
 def step_time_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:

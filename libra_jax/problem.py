@@ -5,7 +5,10 @@ A LIBRA problem over the per-NPU bandwidth vector ``bw`` [D] (GB/s) is
     minimise   step_time(bw) = compute + sum_k weight_k * max_d traffic_kd / bw_d
     subject to lo <= bw <= hi,  a_eq @ bw == b_eq,  a_in @ bw <= b_in
 
-(``perf``), or step_time(bw) * cost_rate @ bw (``perf_per_cost``). ``traffic_kd`` is what the
+(``perf``), or step_time(bw) * cost_rate @ bw (``perf_per_cost``). Models beyond LIBRA's
+(latency and chunking, other schedules, overlap of compute and communication) add general
+rows (`ModelRows`): step_time gains sum_j w_j max_{r in j} (c_r + sum_d a_rd / bw_d) + c0,
+still convex in bw, so the same solver and certificates apply. ``traffic_kd`` is what the
 k-th distinct communicating phase puts on dimension d (GB, so GB / (GB/s) = s); identical phases
 are merged and counted by ``weight``. The total-bandwidth constraint, the user's linear
 constraints and the cost budget are all rows of (a_eq, b_eq) or (a_in, b_in), each scaled to
@@ -30,6 +33,64 @@ import scipy.optimize
 from libra_jax.collectives import traffic_bytes
 from libra_jax.linear import parse_linear_constraints
 from libra_jax.types import LibraInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRows:
+    """A communication-time model as general rows (host-side numpy input).
+
+    comm_time(bw) = const0_s + sum_j weight_j * max_{r: piece_r == j} (const_s_r
+                    + sum_d coef_gb_rd / bw_d)
+
+    Every term with coef_gb >= 0 and weight >= 0 is convex in bw, so a sum of such maxima is
+    too. LIBRA's model is the special case of one row per (phase, dimension).
+
+    Attributes:
+      weight: [J] weight of each piece (>= 0), e.g. how many times a collective occurs.
+      piece: [R] int, the piece of each row (0 <= piece < J).
+      const_s: [R] constant term of each row (s), e.g. latency.
+      coef_gb: [R, D] coefficient of 1 / bw_d (GB, so GB / (GB/s) = s), >= 0.
+      const0_s: communication time no bandwidth changes (s).
+    """
+
+    weight: np.ndarray
+    piece: np.ndarray
+    const_s: np.ndarray
+    coef_gb: np.ndarray
+    const0_s: float = 0.0
+
+
+def _check_rows(rows: ModelRows | None, d: int):
+    """Validated float64/int32 arrays of ``rows`` (empty ones for None); drops pieces of weight
+    0 and their rows (they cannot change the time and would leave their variable free)."""
+    if rows is None:
+        return np.zeros(0), np.zeros(0, np.int32), np.zeros(0), np.zeros((0, d)), 0.0
+    w = np.asarray(rows.weight, np.float64).reshape(-1)
+    piece = np.asarray(rows.piece).reshape(-1)
+    c = np.asarray(rows.const_s, np.float64).reshape(-1)
+    a = np.asarray(rows.coef_gb, np.float64)
+    c0 = float(rows.const0_s)
+    if a.ndim != 2 or a.shape != (piece.shape[0], d) or c.shape != piece.shape:
+        raise LibraInputError(
+            f"model rows: coef_gb has shape {a.shape}, const_s {c.shape} and piece "
+            f"{piece.shape}; expected [R, {d}], [R] and [R]."
+        )
+    if not (np.all(np.isfinite(w)) and np.all(w >= 0)):
+        raise LibraInputError("model rows: every piece weight must be a finite number >= 0.")
+    if not (np.all(np.isfinite(a)) and np.all(a >= 0)):
+        raise LibraInputError("model rows: every coef_gb entry must be a finite number >= 0.")
+    if not (np.all(np.isfinite(c)) and math.isfinite(c0)):
+        raise LibraInputError("model rows: const_s and const0_s must be finite numbers.")
+    if piece.size and (not np.issubdtype(piece.dtype, np.integer) or piece.min() < 0
+                       or piece.max() >= w.shape[0]):
+        raise LibraInputError(f"model rows: piece indices must be integers in [0, {len(w)}).")
+    if np.any(np.bincount(piece, minlength=w.shape[0])[w > 0] == 0):
+        raise LibraInputError("model rows: a piece of weight > 0 has no row.")
+    keep_piece = w > 0
+    new_index = np.cumsum(keep_piece) - 1
+    keep_row = keep_piece[piece]
+    return (w[keep_piece], new_index[piece[keep_row]].astype(np.int32), c[keep_row],
+            a[keep_row], c0)
 
 
 @dataclasses.dataclass
@@ -75,6 +136,14 @@ class Problem:
     interior: jax.Array  # [D] a point strictly inside every non-tight inequality
     min_cost_bw: jax.Array  # [D] a feasible point of least network cost
     total_bw_gbps: jax.Array  # [] the total of the equal split baseline (see baseline)
+    # A communication model beyond LIBRA's (`model=pipelined`, overlap training loops) as
+    # general rows; empty ([0]) for LIBRA's model. See `ModelRows`.
+    piece_weight: jax.Array  # [J] weight of each piece (max over its rows)
+    row_piece: jax.Array  # [R] int32 piece of each row
+    row_const_s: jax.Array  # [R] constant term of each row (s)
+    row_gb: jax.Array  # [R, D] coefficient of 1 / bw_d in each row (GB; GB / (GB/s) = s)
+    row_on: jax.Array  # [R] bool: rows that take part (False only in batch padding)
+    comm_const_s: jax.Array  # [] communication time that no bandwidth changes (s)
     # Static: only read on the host. (Row names are not stored here: a static field that
     # holds values would recompile for every new constraint value.)
     has_cost: bool = dataclasses.field(metadata=dict(static=True), default=False)
@@ -212,6 +281,7 @@ def build_problem(
     spec: ConstraintSpec,
     *,
     field_prefix: str = "constraints",
+    rows: ModelRows | None = None,
 ) -> Problem:
     """Validates the inputs and builds the `Problem` (float64 arrays).
 
@@ -221,6 +291,8 @@ def build_problem(
       cost_rates_usd_per_gbps: [D] $ per GB/s of each dim, or None without a cost model.
       spec: the constraints.
       field_prefix: config prefix used in error messages.
+      rows: a communication model beyond LIBRA's (`ModelRows`); it replaces the LIBRA
+        traffic of the workload, whose compute time is kept.
 
     Raises:
       LibraInputError: bad values, unbounded bandwidth, or constraints that cannot hold
@@ -237,9 +309,11 @@ def build_problem(
     ).reshape(-1, d)
     traffic_gb, weight = merge_phases(traffic / 1e9)  # (problem_from_arrays would too)
     compute_s = float(np.sum(workload.compute_ns)) / 1e9
+    if rows is not None:
+        traffic_gb, weight = np.zeros((0, d)), np.zeros(0)
     return problem_from_arrays(
         traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
-        field_prefix=field_prefix,
+        field_prefix=field_prefix, rows=rows,
     )
 
 
@@ -251,12 +325,14 @@ def problem_from_arrays(
     spec: ConstraintSpec,
     *,
     field_prefix: str = "constraints",
+    rows: ModelRows | None = None,
 ) -> Problem:
     """`build_problem` from traffic arrays: traffic_gb [K, D] (GB), weight [K], compute_s (s).
 
     Phases that move nothing or have weight 0 are dropped and identical phases merged (their
     weights summed): they cannot change the step time, and a weight-0 phase would leave its
-    epigraph variable unbounded in the solver.
+    epigraph variable unbounded in the solver. ``rows`` adds a general communication model
+    (`ModelRows`); pass ``traffic_gb`` of shape [0, D] to use only that model.
     """
     traffic_gb = np.asarray(traffic_gb, np.float64)
     weight = np.asarray(weight, np.float64)
@@ -272,6 +348,7 @@ def problem_from_arrays(
     if not (np.isfinite(compute_s) and compute_s >= 0):
         raise LibraInputError(f"compute_s = {compute_s}: must be a finite number >= 0.")
     d = traffic_gb.shape[1]
+    piece_w, row_piece, row_c, row_a, comm_c0 = _check_rows(rows, d)
     keep = (weight > 0) & (traffic_gb > 0).any(axis=1)
     traffic_gb, weight = _merge_weighted(traffic_gb[keep], weight[keep])
     f = field_prefix
@@ -372,7 +449,7 @@ def problem_from_arrays(
 
     # Interior: maximise the smallest slack of the non-tight inequalities.
     interior = _interior_point(lo, hi, lo_tight, hi_tight, a_in, b_in, in_tight, a_eq, b_eq, upper)
-    used = (traffic_gb > 0).any(axis=0)
+    used = (traffic_gb > 0).any(axis=0) | (row_a > 0).any(axis=0)
     for i in range(d):
         if used[i] and upper[i] <= 0:
             raise LibraInputError(
@@ -406,6 +483,12 @@ def problem_from_arrays(
         interior=jnp.asarray(interior),
         min_cost_bw=jnp.asarray(min_cost_bw),
         total_bw_gbps=jnp.asarray(total_base, jnp.float64),
+        piece_weight=jnp.asarray(piece_w),
+        row_piece=jnp.asarray(row_piece, jnp.int32),
+        row_const_s=jnp.asarray(row_c),
+        row_gb=jnp.asarray(row_a.reshape(-1, d)),
+        row_on=jnp.ones(row_piece.shape, bool),
+        comm_const_s=jnp.asarray(comm_c0, jnp.float64),
         has_cost=has_cost,
     )
 

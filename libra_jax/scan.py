@@ -469,6 +469,12 @@ def fast_problem(
         interior=interior,
         min_cost_bw=min_cost_bw,
         total_bw_gbps=np.asarray(budget, np.float64),
+        piece_weight=np.zeros(0),
+        row_piece=np.zeros(0, np.int32),
+        row_const_s=np.zeros(0),
+        row_gb=np.zeros((0, d)),
+        row_on=np.zeros(0, bool),
+        comm_const_s=np.asarray(0.0),
         has_cost=has_cost,
     )
 

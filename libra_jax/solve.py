@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from libra_jax import objective as model
-from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize
+from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize, empty_rows
 from libra_jax.certificate import tangent_lp_bound
 from libra_jax.problem import Problem
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status
@@ -115,30 +115,48 @@ def _perf_obj(z, weight):
     return weight @ z[z.shape[0] - weight.shape[0]:]
 
 
-def _dual_bound(p: Problem, mu_epi, lam_gen, g_gen, h_gen, nu, e, f):
-    """Closed-form Lagrangian lower bound (s) of the step time; see the module docstring."""
+def _normalised(mu, group, weight):
+    """Rescales multipliers mu [R] >= 0 so that each group's sum is its weight (the
+    stationarity of the Lagrangian in that group's epigraph variable)."""
+    tot = jax.ops.segment_sum(mu, group, num_segments=weight.shape[0])
+    scale = jnp.where(tot > 0, weight / jnp.where(tot > 0, tot, 1.0), 0.0)
+    return mu * scale[group]
+
+
+def _dual_bound(p: Problem, mu_epi, mu_row, lam_gen, g_gen, h_gen, nu, e, f):
+    """Closed-form Lagrangian lower bound (s) of the step time; see the module docstring.
+
+    With multipliers mu >= 0 of the epigraph rows (LIBRA pairs and general rows), scaled per
+    epigraph variable to sum to its weight, the Lagrangian is
+    compute + c0 + mu @ c + sum_d (a_d / bw_d + c_d bw_d) - lam @ h - nu @ f, minimised over
+    the box [lo, upper] one dimension at a time.
+    """
     tot = jnp.sum(mu_epi, axis=1, keepdims=True)
     mu = jnp.where(tot > 0, mu_epi * (p.weight[:, None] / jnp.where(tot > 0, tot, 1.0)), 0.0)
-    a = jnp.sum(mu * p.traffic_gb, axis=0)
+    mu_r = _normalised(jnp.where(p.row_on, mu_row, 0.0), p.row_piece, p.piece_weight)
+    a = jnp.sum(mu * p.traffic_gb, axis=0) + mu_r @ p.row_gb
+    const = p.compute_s + p.comm_const_s + mu_r @ p.row_const_s
     c = g_gen.T @ lam_gen + e.T @ nu
     lo, up = p.lo, p.upper
     x_int = jnp.sqrt(jnp.where((a > 0) & (c > 0), a / jnp.where(c > 0, c, 1.0), 1.0))
     x = jnp.where(c > 0, jnp.where(a > 0, jnp.clip(x_int, lo, up), lo), up)
     term = jnp.where(a > 0, a / jnp.where(x > 0, x, 1.0), 0.0) + c * x
     term = jnp.where((a > 0) & (x <= 0), jnp.inf, term)
-    return p.compute_s + jnp.sum(term) - lam_gen @ h_gen - nu @ f
+    return const + jnp.sum(term) - lam_gen @ h_gen - nu @ f
 
 
 def _inputs_finite(p: Problem) -> jax.Array:
     """True when the problem's numbers are finite (inf is allowed only in ``hi``)."""
     leaves = [p.traffic_gb, p.weight, p.compute_s, p.cost_rate, p.lo, p.upper, p.a_eq, p.b_eq,
-              p.a_in, p.b_in, p.interior]
+              p.a_in, p.b_in, p.interior, p.piece_weight, p.row_const_s, p.row_gb,
+              p.comm_const_s]
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
 def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
     """One perf solve (optionally with network cost <= cap). Pure; jit/vmap friendly."""
     d, k = p.traffic_gb.shape[1], p.traffic_gb.shape[0]
+    n_t = k + p.piece_weight.shape[0]  # epigraph variables: LIBRA phases, then pieces
     g, h, g_on, e, f, e_on = _rows(p, cap, cap_on)
     # With a cost cap below the interior point's cost, move towards the cheapest point until
     # the cost is halfway between the least cost and the cap (strictly inside both).
@@ -148,23 +166,31 @@ def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
     theta = jnp.clip((c_int - target) / jnp.where(c_int > c_min, c_int - c_min, 1.0), 0.0, 1.0)
     bw0 = jnp.where(cap_on & (c_int >= cap), bw0 + theta * (p.min_cost_bw - bw0), bw0)
     bw0 = _project_affine(bw0, e, f, e_on)
-    zeros = jnp.zeros((g.shape[0], k), g.dtype)
+    zeros = jnp.zeros((g.shape[0], n_t), g.dtype)
     data = BarrierData(
         g=jnp.concatenate([g, zeros], axis=1),
         h=h,
         g_on=g_on,
-        e=jnp.concatenate([e, jnp.zeros((e.shape[0], k), e.dtype)], axis=1),
+        e=jnp.concatenate([e, jnp.zeros((e.shape[0], n_t), e.dtype)], axis=1),
         f=f,
         e_on=e_on,
         epi_traffic=p.traffic_gb,
         epi_on=p.traffic_gb > 0,
+        row_a=p.row_gb,
+        row_c=p.row_const_s,
+        row_t=k + p.row_piece,
+        row_on=p.row_on,
     )
     t0 = 1.5 * jnp.max(model.dim_times_s(bw0, p), axis=1, initial=0.0) + 1e-12
-    res = barrier_minimize(_perf_obj, p.weight, jnp.concatenate([bw0, t0]), data, config)
+    # Pieces: above their largest row (rows may have negative constants, hence the abs).
+    tj = model.piece_times_s(bw0, p)
+    tj = tj + 0.5 * jnp.abs(tj) + 1e-12
+    weight = jnp.concatenate([p.weight, p.piece_weight])
+    res = barrier_minimize(_perf_obj, weight, jnp.concatenate([bw0, t0, tj]), data, config)
     bw = res.z[:d]
     n_gen = p.a_in.shape[0] + 1  # user inequality rows and the cost cap
     lam_gen = res.lam[:n_gen]
-    lb = _dual_bound(p, res.mu_epi, lam_gen, g[:n_gen], h[:n_gen], res.nu, e, f)
+    lb = _dual_bound(p, res.mu_epi, res.mu_row, lam_gen, g[:n_gen], h[:n_gen], res.nu, e, f)
     step = model.step_time_s(bw, p)
     rate_norm = jnp.maximum(jnp.linalg.norm(p.cost_rate), 1e-300)
     cap_viol = jnp.where(cap_on, (model.network_cost_usd(bw, p) - cap) / rate_norm, 0.0)
@@ -396,7 +422,7 @@ def _project_jit(p: Problem, target, config=BarrierConfig()):
     g, h, g_on, e, f, e_on = _rows(p, 0.0, False)
     data = BarrierData(g=g, h=h, g_on=g_on, e=e, f=f, e_on=e_on,
                        epi_traffic=jnp.zeros((0, d), g.dtype),
-                       epi_on=jnp.zeros((0, d), bool))
+                       epi_on=jnp.zeros((0, d), bool), **empty_rows(d, g.dtype))
     z0 = _project_affine(p.interior, e, f, e_on)
     res = barrier_minimize(_dist_obj, target, z0, data, config)
     lin = jnp.where(g_on, h - g @ res.z, jnp.inf)

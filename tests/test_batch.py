@@ -195,11 +195,11 @@ def _bucket_members(probs, shape):
 
 
 def test_padding_never_changes_a_result(mixed):
-    """Problems of the three smaller buckets, padded into the largest bucket (8, 32, 4, 1),
+    """Problems of the three smaller buckets, padded into the largest bucket (8, 32, 4, 1, 1, 1),
     give the results of their own bucket (same compiled program as the big batch: the first
     slots of that bucket's stack are replaced)."""
     probs, res = mixed["probs"], mixed["res"]
-    big = (8, 32, 4, 1)
+    big = (8, 32, 4, 1, 1, 1)
     slots = _bucket_members(probs, big)
     small = [i for i, p in enumerate(probs) if B.bucket_shape(p) != big]
     small = [i for i in small if res.status[i] == "ok"][: len(slots) // 2]
@@ -234,7 +234,7 @@ def _with_bad(mixed, make_bad):
     """The (4, 8, 1, 1) bucket of the big batch (same count: no recompilation) with problems
     1, 2, 3 replaced by make_bad(p, slot)."""
     probs = mixed["probs"]
-    idx = _bucket_members(probs, (4, 8, 1, 1))
+    idx = _bucket_members(probs, (4, 8, 1, 1, 1, 1))
     batch = [probs[i] for i in idx]
     bad_slots = (1, 2, 3)
     for s in bad_slots:
