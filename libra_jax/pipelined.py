@@ -373,9 +373,20 @@ def _stage_times(collective, size_bytes, communicator, blocks, bw_gbps, latency_
     return (col, cb, e, blk, lat, ep, lmb), work, dims, a, l, en, tau
 
 
-def collective_time_ns(collective, size_bytes, communicator, blocks, bw_gbps, *, latency_ns,
-                       chunks, endpoint_delay_ns=0.0, local_mem_bw_gbps=None,
-                       gb_is_gib=False, schedule="pipelined"):
+_STATIC = ("chunks", "gb_is_gib", "schedule", "free_reduction")
+
+
+def _static_kwargs(communicator, chunks, local_mem_bw_gbps, gb_is_gib, schedule):
+    """Validate the static options; ``local_mem_bw_gbps=None`` becomes a static flag."""
+    _check_static(chunks, schedule, np.shape(communicator)[-1])
+    free = local_mem_bw_gbps is None
+    return dict(chunks=int(chunks), local_mem_bw_gbps=1.0 if free else local_mem_bw_gbps,
+                gb_is_gib=bool(gb_is_gib), schedule=schedule, free_reduction=free)
+
+
+def _time_impl(collective, size_bytes, communicator, blocks, bw_gbps, *, latency_ns,
+               chunks, endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, schedule,
+               free_reduction):
     """Time of one collective, ns (ring algorithm on every dimension).
 
     Args:
@@ -397,10 +408,10 @@ def collective_time_ns(collective, size_bytes, communicator, blocks, bw_gbps, *,
     Raises:
       LibraInputError: unknown ``schedule``, ``chunks`` < 1, balanced with D > 4.
     """
-    _check_static(chunks, schedule, np.shape(communicator)[-1])
+    lmb = None if free_reduction else local_mem_bw_gbps
     prep, work, dims, a, l, en, tau = _stage_times(
         collective, size_bytes, communicator, blocks, bw_gbps, latency_ns, chunks,
-        endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib)
+        endpoint_delay_ns, lmb, gb_is_gib)
     if schedule == "sequential":
         return chunks * tau.sum()
     if schedule == "pipelined":
@@ -411,9 +422,9 @@ def collective_time_ns(collective, size_bytes, communicator, blocks, bw_gbps, *,
     return jnp.maximum(fluid, one_chunk)
 
 
-def collective_breakdown_ns(collective, size_bytes, communicator, blocks, bw_gbps, *,
-                            latency_ns, chunks, endpoint_delay_ns=0.0,
-                            local_mem_bw_gbps=None, gb_is_gib=False, schedule="pipelined"):
+def _breakdown_impl(collective, size_bytes, communicator, blocks, bw_gbps, *, latency_ns,
+                    chunks, endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, schedule,
+                    free_reduction):
     """Where the time goes, for an "evaluate" report (default dimension order).
 
     Returns a dict:
@@ -426,10 +437,9 @@ def collective_breakdown_ns(collective, size_bytes, communicator, blocks, bw_gbp
       busiest dimension (pipeline fill/drain and idling; negative for ``balanced``,
       which may move work between dimensions).
     """
-    _check_static(chunks, schedule, np.shape(communicator)[-1])
+    lmb = None if free_reduction else local_mem_bw_gbps
     prep, work, *_ = _stage_times(collective, size_bytes, communicator, blocks, bw_gbps,
-                                  latency_ns, chunks, endpoint_delay_ns,
-                                  local_mem_bw_gbps, gb_is_gib)
+                                  latency_ns, chunks, endpoint_delay_ns, lmb, gb_is_gib)
     bw = jnp.asarray(bw_gbps)
     safe = jnp.where(bw > 0, bw, 1.0)
     by = work.up_bytes + work.down_bytes
@@ -437,18 +447,17 @@ def collective_breakdown_ns(collective, size_bytes, communicator, blocks, bw_gbp
     latency = chunks * (work.up_lat_ns + work.down_lat_ns)
     red = chunks * work.up_red_ns
     busy = band + latency + red
-    total = collective_time_ns(collective, size_bytes, communicator, blocks, bw_gbps,
-                               latency_ns=latency_ns, chunks=chunks,
-                               endpoint_delay_ns=endpoint_delay_ns,
-                               local_mem_bw_gbps=local_mem_bw_gbps, gb_is_gib=gb_is_gib,
-                               schedule=schedule)
+    total = _time_impl(collective, size_bytes, communicator, blocks, bw_gbps,
+                       latency_ns=latency_ns, chunks=chunks,
+                       endpoint_delay_ns=endpoint_delay_ns,
+                       local_mem_bw_gbps=local_mem_bw_gbps, gb_is_gib=gb_is_gib,
+                       schedule=schedule, free_reduction=free_reduction)
     return dict(bandwidth_ns=band, latency_ns=latency, reduction_ns=red, busy_ns=busy,
                 total_ns=total, fill_drain_ns=total - busy.max())
 
 
-def collective_pieces(collective, size_bytes, communicator, blocks, *, latency_ns, chunks,
-                      endpoint_delay_ns=0.0, local_mem_bw_gbps=None, gb_is_gib=False,
-                      schedule="pipelined"):
+def _pieces_impl(collective, size_bytes, communicator, blocks, *, latency_ns, chunks,
+                 endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, schedule, free_reduction):
     """The model as ``Pieces`` (convex in bandwidth), c0 = 0 and J = 1 throughout.
 
     * ``sequential`` (I=1): exact, one row ``k sum_s tau_s``.
@@ -466,11 +475,11 @@ def collective_pieces(collective, size_bytes, communicator, blocks, *, latency_n
       ``Pieces`` with c0 [], w [1], c [1, I], a [1, I, D], on [1, I].
     """
     num_dims = np.shape(communicator)[-1]
-    _check_static(chunks, schedule, num_dims)
     ones_bw = jnp.ones((num_dims,))
+    lmb = None if free_reduction else local_mem_bw_gbps
     prep, work, dims, a_s, l_s, en, _ = _stage_times(
         collective, size_bytes, communicator, blocks, ones_bw, latency_ns, chunks,
-        endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib)
+        endpoint_delay_ns, lmb, gb_is_gib)
     dtype = a_s.dtype
     onehot = jnp.asarray(dims[:, None] == np.arange(num_dims)[None, :], dtype)  # [S, D]
     a_sd = a_s[:, None] * onehot  # [S, D] a of each stage on its dimension
@@ -505,6 +514,45 @@ def collective_pieces(collective, size_bytes, communicator, blocks, *, latency_n
         c = jnp.concatenate([chunks * l_min, l_min.sum()[None]])[None]
         on = jnp.concatenate([involved, involved.any()[None]])[None]
     return Pieces(c0=jnp.zeros((), dtype), w=jnp.ones((1,), dtype), c=c, a=a, on=on)
+
+
+# The public functions validate the static options, then call a compiled body (eager
+# calls hit jit's cache; inside an outer jit / vmap the body is inlined).
+_time_jit = jax.jit(_time_impl, static_argnames=_STATIC)
+_breakdown_jit = jax.jit(_breakdown_impl, static_argnames=_STATIC)
+_pieces_jit = jax.jit(_pieces_impl, static_argnames=_STATIC)
+
+
+def collective_time_ns(collective, size_bytes, communicator, blocks, bw_gbps, *, latency_ns,
+                       chunks, endpoint_delay_ns=0.0, local_mem_bw_gbps=None,
+                       gb_is_gib=False, schedule="pipelined"):
+    return _time_jit(collective, size_bytes, communicator, blocks, bw_gbps,
+                     latency_ns=latency_ns, endpoint_delay_ns=endpoint_delay_ns,
+                     **_static_kwargs(communicator, chunks, local_mem_bw_gbps, gb_is_gib,
+                                      schedule))
+
+
+def collective_breakdown_ns(collective, size_bytes, communicator, blocks, bw_gbps, *,
+                            latency_ns, chunks, endpoint_delay_ns=0.0,
+                            local_mem_bw_gbps=None, gb_is_gib=False, schedule="pipelined"):
+    return _breakdown_jit(collective, size_bytes, communicator, blocks, bw_gbps,
+                          latency_ns=latency_ns, endpoint_delay_ns=endpoint_delay_ns,
+                          **_static_kwargs(communicator, chunks, local_mem_bw_gbps,
+                                           gb_is_gib, schedule))
+
+
+def collective_pieces(collective, size_bytes, communicator, blocks, *, latency_ns, chunks,
+                      endpoint_delay_ns=0.0, local_mem_bw_gbps=None, gb_is_gib=False,
+                      schedule="pipelined"):
+    return _pieces_jit(collective, size_bytes, communicator, blocks, latency_ns=latency_ns,
+                       endpoint_delay_ns=endpoint_delay_ns,
+                       **_static_kwargs(communicator, chunks, local_mem_bw_gbps, gb_is_gib,
+                                        schedule))
+
+
+collective_time_ns.__doc__ = _time_impl.__doc__
+collective_breakdown_ns.__doc__ = _breakdown_impl.__doc__
+collective_pieces.__doc__ = _pieces_impl.__doc__
 
 
 def workload_pieces(collective, size_bytes, communicator, blocks, *, latency_ns, chunks,

@@ -52,38 +52,50 @@ def load_rows():
 
 
 @functools.lru_cache(maxsize=None)
-def _batched(chunks, schedule):
+def _batched(chunks):
     def one(col, size, comm, blocks, bw, lat, ep, lmb):
-        return pl.collective_time_ns(col, size, comm, blocks, bw, latency_ns=lat,
-                                     chunks=chunks, endpoint_delay_ns=ep,
-                                     local_mem_bw_gbps=lmb, gb_is_gib=True,
-                                     schedule=schedule)
+        kw = dict(latency_ns=lat, chunks=chunks, endpoint_delay_ns=ep,
+                  local_mem_bw_gbps=lmb, gb_is_gib=True)
+        t = pl.collective_time_ns(col, size, comm, blocks, bw, **kw)
+        p = pl.collective_pieces(col, size, comm, blocks, **kw)
+        return t, pl.pieces_time_ns(p, bw)
     return jax.jit(jax.vmap(one))
 
 
-def predict_rows(rows, schedule="pipelined"):
-    """Model time of each csv row, one compiled vmap per (D, chunks)."""
+@functools.lru_cache(maxsize=1)
+def predict_rows():
+    """(model time, Pieces time) of each csv row, one compiled vmap per chunk count."""
+    rows = load_rows()
     out = np.zeros(len(rows))
+    out_p = np.zeros(len(rows))
     groups = {}
     for i, r in enumerate(rows):
-        groups.setdefault((len(r["npus"]), r["chunks"]), []).append(i)
+        groups.setdefault(r["chunks"], []).append(i)
+    d = 3  # pad every row to 3 dimensions: not involved (-1), Ring, 1 GB/s
+
+    def pad(x, fill):
+        return list(x) + [fill] * (d - len(x))
+
     with jax.enable_x64(True):
-        for (d, k), idx in groups.items():
+        for k, idx in groups.items():
             sel = [rows[i] for i in idx]
-            args = [np.array([r[key] for r in sel]) for key in
-                    ("collective", "size", "npus", "blocks", "bw")]
+            args = [np.array([r["collective"] for r in sel]),
+                    np.array([r["size"] for r in sel]),
+                    np.array([pad(r["npus"], -1) for r in sel]),
+                    np.array([pad(r["blocks"], R) for r in sel]),
+                    np.array([pad(r["bw"], 1.0) for r in sel])]
             lat = np.array([[r["lat"]] * d for r in sel])
             ep = np.array([r["ep"] for r in sel])
             lmb = np.array([r["lmb"] for r in sel])
-            out[idx] = np.asarray(_batched(k, schedule)(*args, lat, ep, lmb))
-    return out
+            t, tp = _batched(k)(*args, lat, ep, lmb)
+            out[idx], out_p[idx] = np.asarray(t), np.asarray(tp)
+    return rows, out, out_p
 
 
 # ------------------------------------------------------------------ 1. ASTRA-sim
 def test_every_astrasim_row_within_2_percent():
-    rows = load_rows()
+    rows, pred, _ = predict_rows()
     assert len(rows) == 66
-    pred = predict_rows(rows)
     astra = np.array([r["astra"] for r in rows])
     rel = np.abs(pred / astra - 1.0)
     worst = {n: rel[[r["name"] == n for r in rows]].max() for n in COLL}
@@ -93,43 +105,40 @@ def test_every_astrasim_row_within_2_percent():
 
 def test_astrasim_rows_pieces_equal_simulation():
     """On the csv rows FIFO never idles the busiest dimension: the convex form is exact."""
-    rows = load_rows()
-    pred = predict_rows(rows)
-    with jax.enable_x64(True):
-        for r, t in zip(rows, pred):
-            p = pl.collective_pieces(r["collective"], r["size"], np.array(r["npus"]),
-                                     np.array(r["blocks"]),
-                                     latency_ns=np.full(len(r["npus"]), r["lat"]),
-                                     chunks=r["chunks"], endpoint_delay_ns=r["ep"],
-                                     local_mem_bw_gbps=r["lmb"], gb_is_gib=True)
-            np.testing.assert_allclose(pl.pieces_time_ns(p, np.array(r["bw"])), t,
-                                       rtol=1e-9)
+    _, pred, pieces = predict_rows()
+    np.testing.assert_allclose(pieces, pred, rtol=1e-9)
 
 
 # ------------------------------------------------------------- 2. LIBRA's limit
-@pytest.mark.parametrize("col", [AR, RS, AG])
-@pytest.mark.parametrize("comm", [[16, 8, 32], [4, -1, 8], [2, 8, 4, 2]])
-def test_no_latency_many_chunks_is_libra(col, comm):
-    comm = np.array(comm)
+@jax.jit
+@functools.partial(jax.vmap, in_axes=(0, None, None, None))
+def _libra_limit(col, comm, blocks, bw):
     d = comm.shape[0]
-    blocks = np.array([R, FC, SW, SW][:d])
-    bw = np.array([200.0, 100.0, 50.0, 25.0][:d])
     size = 2.0**30
+    kw = dict(latency_ns=jnp.zeros(d), endpoint_delay_ns=0.0, local_mem_bw_gbps=None,
+              gb_is_gib=False)
+    libra = collectives.traffic_bytes(col, size, comm) / bw
+    # Pieces are closed form in k: k = 1e9 is the limit k -> inf to rounding.
+    p = pl.collective_pieces(col, size, comm, blocks, chunks=10**9, **kw)
+    # The simulated schedule approaches it from above (fill / drain ~ 1/k).
+    t = pl.collective_time_ns(col, size, comm, blocks, bw, chunks=256, **kw)
+    br = pl.collective_breakdown_ns(col, size, comm, blocks, bw, chunks=4, **kw)
+    return libra, pl.pieces_time_ns(p, bw), t, br["bandwidth_ns"]
+
+
+@pytest.mark.parametrize("comm", [[16, 8, 32], [4, -1, 8], [2, 8, 4]])
+def test_no_latency_many_chunks_is_libra(comm):
+    comm = np.array(comm)
+    blocks = np.array([R, FC, SW])
+    bw = np.array([200.0, 100.0, 50.0])
     with jax.enable_x64(True):
-        libra = np.max(np.asarray(collectives.traffic_bytes(col, size, comm)) / bw)
-        kw = dict(latency_ns=np.zeros(d), endpoint_delay_ns=0.0, local_mem_bw_gbps=None,
-                  gb_is_gib=False)
-        # Pieces are closed form in k: the limit k -> inf is exact to rounding.
-        p = pl.collective_pieces(col, size, comm, blocks, chunks=10**9, **kw)
-        np.testing.assert_allclose(pl.pieces_time_ns(p, bw), libra, rtol=1e-7)
-        # The simulated schedule approaches it from above (fill / drain ~ 1/k).
-        t = pl.collective_time_ns(col, size, comm, blocks, bw, chunks=256, **kw)
-        assert libra * (1 - 1e-12) <= t <= libra * 1.02
-        # Bandwidth part of the breakdown is exactly LIBRA's traffic / bw.
-        br = pl.collective_breakdown_ns(col, size, comm, blocks, bw, chunks=4, **kw)
-        np.testing.assert_allclose(
-            br["bandwidth_ns"], np.asarray(collectives.traffic_bytes(col, size, comm)) / bw,
-            rtol=1e-12)
+        out = _libra_limit(np.array([AR, RS, AG]), comm, blocks, bw)
+        libra_d, lim, t, band = map(np.asarray, out)
+    libra = libra_d.max(axis=1)
+    np.testing.assert_allclose(lim, libra, rtol=1e-7)
+    assert np.all(libra * (1 - 1e-12) <= t) and np.all(t <= libra * 1.02)
+    # Bandwidth part of the breakdown is exactly LIBRA's traffic / bw.
+    np.testing.assert_allclose(band, libra_d, rtol=1e-12)
 
 
 # -------------------------------------------------------------- 3. hand cases
@@ -209,31 +218,32 @@ def _random_case(rng, d):
 
 @pytest.mark.parametrize("schedule", pl.SCHEDULES)
 def test_pieces_vs_time_random(schedule):
+    d = 3  # communicators draw -1 (not involved) too, so 1- and 2-D cases occur
     rng = np.random.default_rng(0)
+    k = 3
+    cases = [_random_case(rng, d) for _ in range(24)]
+    batch = {key: np.array([c[key] for c in cases]) for key in cases[0]}
+    bw = rng.uniform(10, 400, size=(24, d))
+
+    def both(case, b):
+        t = pl.collective_time_ns(bw_gbps=b, chunks=k, schedule=schedule, **case)
+        p = pl.collective_pieces(chunks=k, schedule=schedule, **case)
+        seq = pl.collective_time_ns(bw_gbps=b, chunks=k, schedule="sequential", **case)
+        return t, p, pl.pieces_time_ns(p, b), seq
+
     with jax.enable_x64(True):
-        for trial in range(40):
-            d = int(rng.integers(1, 4))
-            case = _random_case(rng, d)
-            k = int(rng.choice([1, 2, 4, 16]))
-            bw = rng.uniform(10, 400, size=d)
-            t = float(pl.collective_time_ns(bw_gbps=bw, chunks=k, schedule=schedule, **case))
-            p = pl.collective_pieces(chunks=k, schedule=schedule, **case)
-            assert p.a.shape == {"pipelined": (1, 3 * d - 1, d), "sequential": (1, 1, d),
-                                 "balanced": (1, d + 1, d)}[schedule]
-            assert bool(jnp.all(p.a >= 0)) and bool(jnp.all(p.w >= 0))
-            v = float(pl.pieces_time_ns(p, bw))
-            exact = schedule == "sequential" or (
-                schedule == "pipelined" and case["collective"] != AR)
-            if exact:
-                assert v == pytest.approx(t, rel=1e-9)
-            else:
-                assert v <= t * (1 + 1e-9)
-            if schedule == "pipelined":  # sequential is a proven upper bound
-                seq = float(pl.collective_time_ns(bw_gbps=bw, chunks=k,
-                                                  schedule="sequential", **case))
-                bal = float(pl.collective_time_ns(bw_gbps=bw, chunks=k,
-                                                  schedule="balanced", **case))
-                assert bal <= t * (1 + 1e-9) and t <= seq * (1 + 1e-9)
+        t, p, v, seq = jax.jit(jax.vmap(both))(batch, bw)
+    assert p.a.shape[1:] == {"pipelined": (1, 3 * d - 1, d), "sequential": (1, 1, d),
+                             "balanced": (1, d + 1, d)}[schedule]
+    assert np.all(np.asarray(p.a) >= 0) and np.all(np.asarray(p.w) >= 0)
+    t, v, seq = np.asarray(t), np.asarray(v), np.asarray(seq)
+    exact = (schedule == "sequential") | (
+        (schedule == "pipelined") & (batch["collective"] != AR))
+    np.testing.assert_allclose(v[exact], t[exact], rtol=1e-9)
+    assert np.all(v <= t * (1 + 1e-9))  # otherwise a lower bound
+    assert np.all(t <= seq * (1 + 1e-9))  # sequential bounds every schedule from above
+    if schedule == "pipelined":
+        assert np.any(batch["collective"] == AR) and np.any(exact)
 
 
 def test_workload_pieces_stacked():
@@ -252,28 +262,33 @@ def test_workload_pieces_stacked():
 
 
 # ------------------------------------------------------- 4. jit / vmap / grad
-@pytest.mark.parametrize("schedule", pl.SCHEDULES)
-def test_jit_vmap_grad(schedule):
-    comm, blocks = np.array([4, 8]), np.array([R, SW])
-    kw = dict(latency_ns=np.array([500.0, 500.0]), chunks=4, endpoint_delay_ns=10.0,
-              local_mem_bw_gbps=1600.0, gb_is_gib=True, schedule=schedule)
-    with jax.enable_x64(True):
-        def f(bw, size, col=AR):
-            return pl.collective_time_ns(col, size, comm, blocks, bw, **kw)
+_GRAD_KW = dict(latency_ns=np.array([500.0, 500.0]), chunks=4, endpoint_delay_ns=10.0,
+                local_mem_bw_gbps=1600.0, gb_is_gib=True)
+_COMM, _BLOCKS = np.array([4, 8]), np.array([R, SW])
 
-        bw = jnp.array([173.0, 61.0])
-        size = 3.1e8
-        eager = f(bw, size)
-        np.testing.assert_allclose(jax.jit(f)(bw, size), eager, rtol=1e-12)
+
+def test_jit_vmap():
+    with jax.enable_x64(True):
+        def f(bw, col):
+            return pl.collective_time_ns(col, 3.1e8, _COMM, _BLOCKS, bw, **_GRAD_KW)
+
         bws = jnp.array([[173.0, 61.0], [90.0, 120.0], [40.0, 300.0]])
-        batched = jax.vmap(f, (0, None))(bws, size)
+        cols = jnp.array([AR, RS, AG])
+        batched = jax.jit(jax.vmap(f))(bws, cols)
         for i in range(3):
-            np.testing.assert_allclose(batched[i], f(bws[i], size), rtol=1e-12)
-        cols = jnp.array([AR, RS, AG, A2A])
-        per_col = jax.jit(jax.vmap(lambda c: f(bw, size, c)))(cols)
-        for i, c in enumerate([AR, RS, AG, A2A]):
-            np.testing.assert_allclose(per_col[i], f(bw, size, c), rtol=1e-12)
-        g_bw, g_size = jax.grad(f, argnums=(0, 1))(bw, size)
+            np.testing.assert_allclose(batched[i], f(bws[i], int(cols[i])), rtol=1e-12)
+
+
+@pytest.mark.parametrize("schedule", pl.SCHEDULES)
+def test_grad_matches_finite_differences(schedule):
+    with jax.enable_x64(True):
+        @jax.jit
+        def f(bw, size):
+            return pl.collective_time_ns(AR, size, _COMM, _BLOCKS, bw, schedule=schedule,
+                                         **_GRAD_KW)
+
+        bw, size = jnp.array([173.0, 61.0]), 3.1e8
+        g_bw, g_size = jax.jit(jax.grad(f, argnums=(0, 1)))(bw, size)
         assert np.all(np.isfinite(g_bw)) and np.isfinite(g_size)
         h = 1e-4
         for d in range(2):
@@ -285,11 +300,10 @@ def test_jit_vmap_grad(schedule):
 
 
 def test_pieces_grad_matches_time_grad():
-    comm, blocks = np.array([16, 8, 32]), np.array([R, FC, SW])
-    kw = dict(latency_ns=np.full(3, 500.0), chunks=4, endpoint_delay_ns=10.0,
-              local_mem_bw_gbps=1600.0)
+    comm, blocks = _COMM, _BLOCKS
+    kw = _GRAD_KW
     with jax.enable_x64(True):
-        bw = jnp.array([200.0, 100.0, 50.0])
+        bw = jnp.array([200.0, 50.0])
         p = pl.collective_pieces(RS, 2.0**30, comm, blocks, **kw)
         g1 = jax.grad(lambda b: pl.pieces_time_ns(p, b))(bw)
         g2 = jax.grad(lambda b: pl.collective_time_ns(RS, 2.0**30, comm, blocks, b, **kw))(bw)
