@@ -333,3 +333,15 @@ def test_none_and_uninvolved_are_zero():
         p = pl.collective_pieces(AR, 1e6, np.array([-1, -1]), np.array([R, SW]),
                                  latency_ns=np.array([5.0, 5.0]), chunks=4)
         assert float(pl.pieces_time_ns(p, jnp.array([10.0, 10.0]))) == 0.0
+
+
+def test_hand_chunk_count_choice():
+    # docs/pipelined_model.md 4.1: T(k) = 563121.84/k + 577460.12 + 14140 k, best k ~ 6.3.
+    def t(k):
+        with jax.enable_x64(True):
+            return float(pl.collective_time_ns(
+                AR, 2.0**26, np.array([4, 8]), np.array([R, SW]), np.array([200.0, 50.0]),
+                latency_ns=np.array([500.0, 500.0]), chunks=k, endpoint_delay_ns=10.0,
+                local_mem_bw_gbps=1600.0, gb_is_gib=True))
+    for k in (1, 6):
+        assert t(k) == pytest.approx(563121.84 / k + 577460.12 + 14140 * k, rel=1e-9)
