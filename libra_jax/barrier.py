@@ -4,7 +4,7 @@ The `perf` problem is written in epigraph form over z = (bw [D], t [K]):
 
     minimise   obj(z)                      (for perf: weight @ t)
     subject to t_k >= traffic_kd / bw_d    for every (k, d) with traffic_kd > 0
-               t_j >= c_r + sum_d a_rd / bw_d  for every general row r of piece j
+               t_j >= c_r + sum_d a_rd / bw_d + m_r @ t  for every general row r of piece j
                G z <= h,  E z == f         (linear rows: box, user constraints, budget)
 
 and solved by the barrier method (Boyd & Vandenberghe, Convex Optimization, Sec. 11.3): for an
@@ -40,6 +40,7 @@ class BarrierData(NamedTuple):
     row_a: jax.Array  # [R, D] general rows: coefficient of 1 / bw_d (GB)
     row_c: jax.Array  # [R] constant (s)
     row_t: jax.Array  # [R] int index into t (= K + piece) of each row
+    row_m: jax.Array  # [R, T] coefficient of each t in each row (nested pieces), >= 0
     row_on: jax.Array  # [R] bool
 
 
@@ -70,7 +71,12 @@ class BarrierResult(NamedTuple):
 def empty_rows(num_dims: int, dtype=jnp.float64) -> dict:
     """The general-row fields of `BarrierData` with no rows (LIBRA's model only)."""
     return dict(row_a=jnp.zeros((0, num_dims), dtype), row_c=jnp.zeros((0,), dtype),
-                row_t=jnp.zeros((0,), jnp.int32), row_on=jnp.zeros((0,), bool))
+                row_t=jnp.zeros((0,), jnp.int32), row_m=None, row_on=jnp.zeros((0,), bool))
+
+
+def _row_m(data: BarrierData, n_t: int):
+    return jnp.zeros((data.row_c.shape[0], n_t), data.row_c.dtype) if data.row_m is None \
+        else data.row_m
 
 
 def _row_used(data: BarrierData):
@@ -88,6 +94,7 @@ def _slacks(z: jax.Array, data: BarrierData):
     r_used = _row_used(data)
     r_bw = jnp.where(r_used, bw[None, :], 1.0)
     row = data.row_c + jnp.sum(jnp.where(r_used, data.row_a / r_bw, 0.0), axis=1)
+    row = row + _row_m(data, t.shape[0]) @ t
     row = jnp.where(data.row_on, t[data.row_t] - row, 1.0)
     inside = (jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(pos > 0) & jnp.all(row > 0)
               & jnp.all(r_bw > 0))
@@ -129,8 +136,8 @@ def barrier_derivatives(z: jax.Array, data: BarrierData):
     Epigraph pairs, slack e = t_k - T/b_d, with v = T / b_d^2 (= de/db_d) and u = 1 / e:
       grad_t_k -= u,  grad_b_d -= u v,
       hess_tt += u^2, hess_bb += u^2 v^2 + 2 u T / b_d^3, hess_tb += u^2 v.
-    General rows, slack e = t_j - c - sum_d a_d / b_d, with gradient q = (a / b^2, e_j) and
-    u = 1 / e: grad -= u q,  hess += u^2 q q^T + diag_b(2 u a / b^3).
+    General rows, slack e = t_j - c - sum_d a_d / b_d - m @ t, with gradient
+    q = (a / b^2, e_j - m) and u = 1 / e: grad -= u q,  hess += u^2 q q^T + diag_b(2 u a / b^3).
     Pinned (padded) variables add t to the gradient and 1 to the Hessian diagonal.
     About KD + R n + n^2 work instead of the n reverse passes of `jax.hessian`.
     """
@@ -159,7 +166,8 @@ def barrier_derivatives(z: jax.Array, data: BarrierData):
     r_bw = jnp.where(r_used, bw[None, :], 1.0)
     ur = jnp.where(data.row_on, 1.0 / row, 0.0)  # [R]
     vr = jnp.where(r_used, data.row_a / r_bw**2, 0.0)  # [R, D]
-    q = jnp.concatenate([vr, jax.nn.one_hot(data.row_t, n_t, dtype=z.dtype)], axis=1)
+    q = jnp.concatenate(
+        [vr, jax.nn.one_hot(data.row_t, n_t, dtype=z.dtype) - _row_m(data, n_t)], axis=1)
     q = jnp.where(data.row_on[:, None], q, 0.0)
     grad = grad - q.T @ ur
     row_diag = jnp.sum(2.0 * ur[:, None] * vr / r_bw, axis=0)

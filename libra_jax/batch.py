@@ -43,6 +43,14 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
             _bucket(p.piece_weight.shape[0]), _bucket(p.row_piece.shape[0]))
 
 
+def _block(x, rows, cols):
+    """x [r, c] zero-padded to [rows, cols]."""
+    x = np.asarray(x, np.float64)
+    out = np.zeros((rows, cols))
+    out[: x.shape[0], : x.shape[1]] = x
+    return out
+
+
 def pad_problem(p: Problem, shape: tuple[int, ...]) -> Problem:
     """Pads a problem with neutral entries to the (D, K, I, E, J, R) ``shape`` (numpy, host)."""
     d_pad, k_pad, i_pad, e_pad, j_pad, r_pad = shape
@@ -58,10 +66,7 @@ def pad_problem(p: Problem, shape: tuple[int, ...]) -> Problem:
         return np.concatenate([x, np.full((n - x.shape[0],), fill, x.dtype)])
 
     def mat(x, rows, cols):
-        x = np.asarray(x, np.float64).reshape(-1, d)
-        out = np.zeros((rows, cols))
-        out[: x.shape[0], : x.shape[1]] = x
-        return out
+        return _block(np.asarray(x, np.float64).reshape(-1, d), rows, cols)
 
     return Problem(
         traffic_gb=mat(p.traffic_gb, k_pad, d_pad),
@@ -85,6 +90,7 @@ def pad_problem(p: Problem, shape: tuple[int, ...]) -> Problem:
         row_piece=vec(np.asarray(p.row_piece, np.int32), r_pad, 0),
         row_const_s=vec(p.row_const_s, r_pad, 0.0),
         row_gb=mat(p.row_gb, r_pad, d_pad),
+        row_nest=_block(p.row_nest, r_pad, j_pad),
         row_on=vec(p.row_on, r_pad, False),
         comm_const_s=np.asarray(p.comm_const_s, np.float64),
         has_cost=False,

@@ -151,15 +151,19 @@ def smooth_comm_time_s(bw_gbps: jax.Array, p: Problem, temperature: jax.Array) -
     s = jnp.sum(jnp.where(used, jnp.exp(z), 0.0), axis=-1)  # >= 1 where a dim is used
     lse = jnp.where(tau > 0, m + tau * jnp.log(jnp.where(s > 0, s, 1.0)),
                     jnp.max(t, axis=-1, initial=0.0))
-    # General model rows (problem.ModelRows): the same smoothing of each piece's max.
+    # General model rows (problem.ModelRows): the same smoothing of each piece's max, with
+    # the exact piece times (held fixed) as the shifts.
     num = p.piece_weight.shape[0]
-    vals = model.row_values_s(bw_gbps, p)  # [R]
     top = jax.lax.stop_gradient(model.piece_times_s(bw_gbps, p))  # [J]
     tau_j = temperature * jnp.abs(top)
     safe_j = jnp.where(tau_j > 0, tau_j, 1.0)
-    zr = jnp.where(p.row_on, (vals - top[p.row_piece]) / safe_j[p.row_piece], -jnp.inf)
-    sj = jax.ops.segment_sum(jnp.exp(zr), p.row_piece, num_segments=num)
-    lse_j = jnp.where(tau_j > 0, top + tau_j * jnp.log(jnp.where(sj > 0, sj, 1.0)),
+
+    def smooth_max(vals, _):
+        zr = jnp.where(p.row_on, (vals - top[p.row_piece]) / safe_j[p.row_piece], -jnp.inf)
+        sj = jax.ops.segment_sum(jnp.exp(zr), p.row_piece, num_segments=num)
+        return top + tau_j * jnp.log(jnp.where(sj > 0, sj, 1.0))
+
+    lse_j = jnp.where(tau_j > 0, model.piece_times_s(bw_gbps, p, smooth_max),
                       model.piece_times_s(bw_gbps, p))
     return jnp.sum(p.weight * lse) + jnp.sum(p.piece_weight * lse_j) + p.comm_const_s
 

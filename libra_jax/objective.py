@@ -1,7 +1,8 @@
 """The LIBRA model as pure JAX functions of the bandwidth vector.
 
     comm_time(bw)  = sum_k weight_k * max_d traffic_kd / bw_d        (no-overlap loop, s)
-                     [+ general rows: sum_j w_j max_r (c_r + sum_d a_rd / bw_d) + c0]
+                     [+ general rows: sum_j w_j max_r (c_r + sum_d a_rd / bw_d
+                                                       + sum_i m_ri time_i) + c0]
     step_time(bw)  = compute + comm_time(bw)                          (s)
     cost(bw)       = cost_rate @ bw                                   ($)
 
@@ -25,18 +26,47 @@ def dim_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     return jnp.where(used, p.traffic_gb / safe_bw, 0.0)
 
 
-def row_values_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
-    """Value [R] (s) of each general model row: const + sum_d coef_d / bw_d."""
+def row_values_s(bw_gbps: jax.Array, p: Problem, piece_s: jax.Array | None = None):
+    """Value [R] (s) of each general model row: const + sum_d coef_d / bw_d (+ the nested
+    pieces' times ``piece_s`` [J], when given)."""
     used = p.row_gb != 0
     safe_bw = jnp.where(used, bw_gbps[None, :], 1.0)
-    return p.row_const_s + jnp.sum(jnp.where(used, p.row_gb / safe_bw, 0.0), axis=-1)
+    val = p.row_const_s + jnp.sum(jnp.where(used, p.row_gb / safe_bw, 0.0), axis=-1)
+    if piece_s is not None:
+        val = val + p.row_nest @ piece_s
+    return val
 
 
-def piece_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
-    """Time [J] (s) of each general model piece: the max over its rows (0 for padding)."""
-    vals = jnp.where(p.row_on, row_values_s(bw_gbps, p), -jnp.inf)
-    top = jax.ops.segment_max(vals, p.row_piece, num_segments=p.piece_weight.shape[0])
-    return jnp.where(top == -jnp.inf, 0.0, top)
+def piece_times_s(bw_gbps: jax.Array, p: Problem, reduce=None) -> jax.Array:
+    """Time [J] (s) of each general model piece: the max over its rows (0 for padding).
+
+    Nested rows need the times of earlier pieces, so the pieces are evaluated in order (one
+    pass per piece; J passes when any row nests). ``reduce(values [R], piece_s [J]) -> [J]``
+    replaces the max (e.g. by a smooth max); default the exact max.
+    """
+    num = p.piece_weight.shape[0]
+
+    def exact(vals, _):
+        top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
+                                  num_segments=num)
+        return jnp.where(top == -jnp.inf, 0.0, top)
+
+    reduce = exact if reduce is None else reduce
+    base = row_values_s(bw_gbps, p)
+    first = reduce(base, jnp.zeros((num,), base.dtype))
+    if num == 0:
+        return first
+
+    def body(j, piece_s):
+        new = reduce(base + p.row_nest @ piece_s, piece_s)
+        return piece_s.at[j].set(new[j])
+
+    # Piece j only nests pieces < j, so after pass j its time is final.
+    return jax.lax.cond(
+        jnp.any(p.row_nest != 0),
+        lambda: jax.lax.fori_loop(0, num, body, jnp.zeros((num,), base.dtype)),
+        lambda: first,
+    )
 
 
 def comm_time_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:

@@ -39,11 +39,14 @@ from libra_jax.types import LibraInputError
 class ModelRows:
     """A communication-time model as general rows (host-side numpy input).
 
-    comm_time(bw) = const0_s + sum_j weight_j * max_{r: piece_r == j} (const_s_r
-                    + sum_d coef_gb_rd / bw_d)
+    comm_time(bw) = const0_s + sum_j weight_j * time_j,
+    time_j = max_{r: piece_r == j} (const_s_r + sum_d coef_gb_rd / bw_d + sum_i nest_ri time_i)
 
-    Every term with coef_gb >= 0 and weight >= 0 is convex in bw, so a sum of such maxima is
-    too. LIBRA's model is the special case of one row per (phase, dimension).
+    ``nest`` lets a piece's rows add the times of earlier pieces (i < j): critical paths of a
+    dependency graph, e.g. gradient collectives queued behind the backward pass. With
+    coef_gb >= 0, nest >= 0 and weight >= 0 every time_j is convex in bw (sums and maxima of
+    convex functions), and so is the total. LIBRA's model is the special case of one row per
+    (phase, dimension) and no nesting.
 
     Attributes:
       weight: [J] weight of each piece (>= 0), e.g. how many times a collective occurs.
@@ -51,6 +54,8 @@ class ModelRows:
       const_s: [R] constant term of each row (s), e.g. latency.
       coef_gb: [R, D] coefficient of 1 / bw_d (GB, so GB / (GB/s) = s), >= 0.
       const0_s: communication time no bandwidth changes (s).
+      nest: [R, J] coefficient of piece i's time in row r (>= 0, only for i < piece_r), or
+        None for none.
     """
 
     weight: np.ndarray
@@ -58,13 +63,15 @@ class ModelRows:
     const_s: np.ndarray
     coef_gb: np.ndarray
     const0_s: float = 0.0
+    nest: np.ndarray | None = None
 
 
 def _check_rows(rows: ModelRows | None, d: int):
     """Validated float64/int32 arrays of ``rows`` (empty ones for None); drops pieces of weight
     0 and their rows (they cannot change the time and would leave their variable free)."""
     if rows is None:
-        return np.zeros(0), np.zeros(0, np.int32), np.zeros(0), np.zeros((0, d)), 0.0
+        return (np.zeros(0), np.zeros(0, np.int32), np.zeros(0), np.zeros((0, d)),
+                np.zeros((0, 0)), 0.0)
     w = np.asarray(rows.weight, np.float64).reshape(-1)
     piece = np.asarray(rows.piece).reshape(-1)
     c = np.asarray(rows.const_s, np.float64).reshape(-1)
@@ -84,13 +91,27 @@ def _check_rows(rows: ModelRows | None, d: int):
     if piece.size and (not np.issubdtype(piece.dtype, np.integer) or piece.min() < 0
                        or piece.max() >= w.shape[0]):
         raise LibraInputError(f"model rows: piece indices must be integers in [0, {len(w)}).")
-    if np.any(np.bincount(piece, minlength=w.shape[0])[w > 0] == 0):
-        raise LibraInputError("model rows: a piece of weight > 0 has no row.")
-    keep_piece = w > 0
-    new_index = np.cumsum(keep_piece) - 1
-    keep_row = keep_piece[piece]
-    return (w[keep_piece], new_index[piece[keep_row]].astype(np.int32), c[keep_row],
-            a[keep_row], c0)
+    nest = (np.zeros((piece.shape[0], w.shape[0])) if rows.nest is None
+            else np.asarray(rows.nest, np.float64))
+    if nest.shape != (piece.shape[0], w.shape[0]):
+        raise LibraInputError(
+            f"model rows: nest has shape {nest.shape}; expected [R, J] = "
+            f"{(piece.shape[0], w.shape[0])}.")
+    if not (np.all(np.isfinite(nest)) and np.all(nest >= 0)):
+        raise LibraInputError("model rows: every nest entry must be a finite number >= 0.")
+    if piece.size and np.any(nest[np.arange(w.shape[0])[None, :] >= piece[:, None]] != 0):
+        raise LibraInputError("model rows: a row may only nest pieces of lower index.")
+    # Pieces that count: weight > 0, or nested in one that counts (walk down the order).
+    needed = w > 0
+    for j in range(w.shape[0] - 1, -1, -1):
+        if needed[j]:
+            needed |= np.any(nest[piece == j] > 0, axis=0)
+    if np.any(np.bincount(piece, minlength=w.shape[0])[needed] == 0):
+        raise LibraInputError("model rows: a piece that counts has no row.")
+    new_index = np.cumsum(needed) - 1
+    keep_row = needed[piece]
+    return (w[needed], new_index[piece[keep_row]].astype(np.int32), c[keep_row],
+            a[keep_row], nest[keep_row][:, needed], c0)
 
 
 @dataclasses.dataclass
@@ -142,6 +163,7 @@ class Problem:
     row_piece: jax.Array  # [R] int32 piece of each row
     row_const_s: jax.Array  # [R] constant term of each row (s)
     row_gb: jax.Array  # [R, D] coefficient of 1 / bw_d in each row (GB; GB / (GB/s) = s)
+    row_nest: jax.Array  # [R, J] coefficient of earlier pieces' times in each row (>= 0)
     row_on: jax.Array  # [R] bool: rows that take part (False only in batch padding)
     comm_const_s: jax.Array  # [] communication time that no bandwidth changes (s)
     # Static: only read on the host. (Row names are not stored here: a static field that
@@ -348,7 +370,7 @@ def problem_from_arrays(
     if not (np.isfinite(compute_s) and compute_s >= 0):
         raise LibraInputError(f"compute_s = {compute_s}: must be a finite number >= 0.")
     d = traffic_gb.shape[1]
-    piece_w, row_piece, row_c, row_a, comm_c0 = _check_rows(rows, d)
+    piece_w, row_piece, row_c, row_a, row_nest, comm_c0 = _check_rows(rows, d)
     keep = (weight > 0) & (traffic_gb > 0).any(axis=1)
     traffic_gb, weight = _merge_weighted(traffic_gb[keep], weight[keep])
     f = field_prefix
@@ -487,6 +509,7 @@ def problem_from_arrays(
         row_piece=jnp.asarray(row_piece, jnp.int32),
         row_const_s=jnp.asarray(row_c),
         row_gb=jnp.asarray(row_a.reshape(-1, d)),
+        row_nest=jnp.asarray(row_nest.reshape(row_piece.shape[0], piece_w.shape[0])),
         row_on=jnp.ones(row_piece.shape, bool),
         comm_const_s=jnp.asarray(comm_c0, jnp.float64),
         has_cost=has_cost,

@@ -473,6 +473,7 @@ def fast_problem(
         row_piece=np.zeros(0, np.int32),
         row_const_s=np.zeros(0),
         row_gb=np.zeros((0, d)),
+        row_nest=np.zeros((0, 0)),
         row_on=np.zeros(0, bool),
         comm_const_s=np.asarray(0.0),
         has_cost=has_cost,

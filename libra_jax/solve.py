@@ -123,6 +123,34 @@ def _normalised(mu, group, weight):
     return mu * scale[group]
 
 
+def _row_multipliers(p: Problem, mu_row):
+    """General-row multipliers rescaled so that the Lagrangian is stationary in every piece
+    variable: sum_{r in j} mu_r = w_j + sum_r mu_r nest_rj. Without nesting that is one
+    rescaling per piece; with nesting the pieces are rescaled from the last down (a piece's
+    rows nest only earlier pieces, so its requirement is final when its turn comes).
+    Returns (mu [R], ok): ok is False when a piece that needs weight has no multiplier."""
+    mu = jnp.where(p.row_on, mu_row, 0.0)
+    num = p.piece_weight.shape[0]
+    if num == 0:
+        return mu, jnp.asarray(True)
+
+    def body(i, mu):
+        j = num - 1 - i
+        need = p.piece_weight[j] + mu @ p.row_nest[:, j]
+        mine = p.row_piece == j
+        tot = jnp.sum(jnp.where(mine, mu, 0.0))
+        return jnp.where(mine, mu * jnp.where(tot > 0, need / jnp.where(tot > 0, tot, 1.0),
+                                              0.0), mu)
+
+    nested = jnp.any(p.row_nest != 0)
+    mu = jax.lax.cond(nested, lambda: jax.lax.fori_loop(0, num, body, mu),
+                      lambda: _normalised(mu, p.row_piece, p.piece_weight))
+    need = p.piece_weight + mu @ p.row_nest
+    tot = jax.ops.segment_sum(mu, p.row_piece, num_segments=num)
+    ok = jnp.all(jnp.abs(tot - need) <= 1e-12 * jnp.maximum(need, 1.0))
+    return mu, ok
+
+
 def _dual_bound(p: Problem, mu_epi, mu_row, lam_gen, g_gen, h_gen, nu, e, f):
     """Closed-form Lagrangian lower bound (s) of the step time; see the module docstring.
 
@@ -133,7 +161,7 @@ def _dual_bound(p: Problem, mu_epi, mu_row, lam_gen, g_gen, h_gen, nu, e, f):
     """
     tot = jnp.sum(mu_epi, axis=1, keepdims=True)
     mu = jnp.where(tot > 0, mu_epi * (p.weight[:, None] / jnp.where(tot > 0, tot, 1.0)), 0.0)
-    mu_r = _normalised(jnp.where(p.row_on, mu_row, 0.0), p.row_piece, p.piece_weight)
+    mu_r, rows_ok = _row_multipliers(p, mu_row)
     a = jnp.sum(mu * p.traffic_gb, axis=0) + mu_r @ p.row_gb
     const = p.compute_s + p.comm_const_s + mu_r @ p.row_const_s
     c = g_gen.T @ lam_gen + e.T @ nu
@@ -142,14 +170,14 @@ def _dual_bound(p: Problem, mu_epi, mu_row, lam_gen, g_gen, h_gen, nu, e, f):
     x = jnp.where(c > 0, jnp.where(a > 0, jnp.clip(x_int, lo, up), lo), up)
     term = jnp.where(a > 0, a / jnp.where(x > 0, x, 1.0), 0.0) + c * x
     term = jnp.where((a > 0) & (x <= 0), jnp.inf, term)
-    return const + jnp.sum(term) - lam_gen @ h_gen - nu @ f
+    return jnp.where(rows_ok, const + jnp.sum(term) - lam_gen @ h_gen - nu @ f, -jnp.inf)
 
 
 def _inputs_finite(p: Problem) -> jax.Array:
     """True when the problem's numbers are finite (inf is allowed only in ``hi``)."""
     leaves = [p.traffic_gb, p.weight, p.compute_s, p.cost_rate, p.lo, p.upper, p.a_eq, p.b_eq,
               p.a_in, p.b_in, p.interior, p.piece_weight, p.row_const_s, p.row_gb,
-              p.comm_const_s]
+              p.row_nest, p.comm_const_s]
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
@@ -179,12 +207,21 @@ def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
         row_a=p.row_gb,
         row_c=p.row_const_s,
         row_t=k + p.row_piece,
+        row_m=jnp.concatenate([jnp.zeros((p.row_nest.shape[0], k), p.row_nest.dtype),
+                               p.row_nest], axis=1),
         row_on=p.row_on,
     )
     t0 = 1.5 * jnp.max(model.dim_times_s(bw0, p), axis=1, initial=0.0) + 1e-12
     # Pieces: above their largest row (rows may have negative constants, hence the abs).
-    tj = model.piece_times_s(bw0, p)
-    tj = tj + 0.5 * jnp.abs(tj) + 1e-12
+    num = p.piece_weight.shape[0]
+
+    def above(vals, _):  # each piece above its largest row, nested pieces included
+        top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
+                                  num_segments=num)
+        top = jnp.where(top == -jnp.inf, 0.0, top)
+        return top + 0.5 * jnp.abs(top) + 1e-12
+
+    tj = model.piece_times_s(bw0, p, above)
     weight = jnp.concatenate([p.weight, p.piece_weight])
     res = barrier_minimize(_perf_obj, weight, jnp.concatenate([bw0, t0, tj]), data, config)
     bw = res.z[:d]
@@ -249,6 +286,13 @@ def _result(p, objective, status, bw, gap, lb, rel_viol, seconds) -> SolveResult
         solve_seconds=seconds,
         lower_bound=lb,
     )
+
+
+def result_from_batch(p: Problem, out, i: int, seconds: float = float("nan")) -> SolveResult:
+    """The `SolveResult` of problem ``p``, entry ``i`` of a `batch.BatchResult` (perf)."""
+    status = next(code for code, name in STATUS_NAMES.items() if name == out.status[i])
+    return _result(p, "perf", status, out.bandwidth_gbps[i], float(out.optimality_gap[i]),
+                   float(out.lower_bound_ns[i]), float(out.max_violation[i]), seconds)
 
 
 def _perf(p: Problem, config: BarrierConfig):

@@ -150,9 +150,13 @@ def test_barrier_derivatives_with_rows_match_autodiff():
         row_a = rng.uniform(0, 2, (r, d)) * (rng.random((r, d)) < 0.7)
         row_c = rng.uniform(-0.5, 0.5, r)
         row_t = k + np.asarray([0, 0, 1, 1, 1])  # piece 2 has no row: pinned
+        row_m = np.zeros((r, k + j))
+        row_m[2, 0] = 0.7  # piece 1 nests LIBRA phase 0 and piece 0
+        row_m[3, k] = 1.0
         bw = rng.uniform(1, 3, d)
         t = np.concatenate([np.max(traffic / bw, axis=1) + 0.5,
                             np.full(j, np.max(row_c + row_a @ (1 / bw)) + 0.7)])
+        t[k + 1] += 3 * t.max()
         z = jnp.asarray(np.concatenate([bw, t]))
         n = d + k + j
         g = rng.normal(size=(4, n))
@@ -161,7 +165,7 @@ def test_barrier_derivatives_with_rows_match_autodiff():
             e=jnp.zeros((1, n)), f=jnp.zeros(1), e_on=jnp.asarray([False]),
             epi_traffic=jnp.asarray(traffic), epi_on=jnp.asarray(traffic > 0),
             row_a=jnp.asarray(row_a), row_c=jnp.asarray(row_c), row_t=jnp.asarray(row_t),
-            row_on=jnp.asarray([True, True, True, True, False]),
+            row_m=jnp.asarray(row_m), row_on=jnp.asarray([True, True, True, True, False]),
         )
         grad, hess = jax.jit(barrier_derivatives)(z, data)
         np.testing.assert_allclose(grad, jax.jit(jax.grad(barrier_value))(z, data),
@@ -180,3 +184,66 @@ def test_bad_rows_are_refused():
                        coef_gb=np.ones((1, 2)))
     with pytest.raises(LibraInputError, match="no row"):
         problem_from_arrays(np.zeros((0, 2)), np.zeros(0), 0.0, None, spec, rows=orphan)
+
+
+def _nested_rows(rng, d):
+    """A small critical-path model: pieces 0..2 are collective times (rows per dim), piece 3
+    = max(compute + p0 + p1, 0.3 compute + p2) and piece 4 = max(piece 3, p0 + p2) + 0.1 ms."""
+    piece, const, coef = [], [], []
+    nest_rows = []
+    for j in range(3):
+        for dd in range(d):
+            if rng.random() < 0.8 or dd == 0:
+                a = np.zeros(d)
+                a[dd] = 10.0 ** rng.uniform(-2, 0.5)
+                piece.append(j), const.append(0.0), coef.append(a), nest_rows.append({})
+    comp = float(rng.uniform(1e-3, 5e-2))
+    for c0, nest in [(comp, {0: 1.0, 1: 1.0}), (0.3 * comp, {2: 1.0})]:
+        piece.append(3), const.append(c0), coef.append(np.zeros(d)), nest_rows.append(nest)
+    for c0, nest in [(1e-4, {3: 1.0}), (1e-4, {0: 1.0, 2: 1.0})]:
+        piece.append(4), const.append(c0), coef.append(np.zeros(d)), nest_rows.append(nest)
+    m = np.zeros((len(piece), 5))
+    for r, nest in enumerate(nest_rows):
+        for i, v in nest.items():
+            m[r, i] = v
+    w = np.asarray([0.0, 0.0, 1.0, 0.0, 2.0])  # pieces 0, 1, 3 count only through nesting
+    return ModelRows(weight=w, piece=np.asarray(piece), const_s=np.asarray(const),
+                     coef_gb=np.asarray(coef), nest=m)
+
+
+def _cvxpy_nested(rows: ModelRows, total):
+    d = rows.coef_gb.shape[1]
+    j = rows.weight.shape[0]
+    b, t = cp.Variable(d), cp.Variable(j)
+    inv = cp.hstack([cp.inv_pos(b[i]) for i in range(d)])
+    cons = [cp.sum(b) == total, b >= 0]
+    for r in range(rows.piece.shape[0]):
+        cons.append(t[rows.piece[r]] >= rows.const_s[r] + rows.coef_gb[r] @ inv
+                    + rows.nest[r] @ t)
+    cp.Problem(cp.Minimize(rows.weight @ t), cons).solve(solver=cp.CLARABEL)
+    return np.maximum(np.asarray(b.value), 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_nested_rows_against_cvxpy(seed):
+    rng = np.random.default_rng(100 + seed)
+    d = 3
+    rows = _nested_rows(rng, d)
+    p = problem_from_arrays(np.zeros((0, d)), np.zeros(0), 0.0, None,
+                            ConstraintSpec(total_bw_gbps=100.0), rows=rows)
+    # The model by hand at one point.
+    bw = np.asarray([20.0, 30.0, 50.0])
+    coll = [max(rows.coef_gb[r] @ (1 / bw) for r in np.nonzero(rows.piece == j)[0])
+            for j in range(3)]
+    comp = rows.const_s[rows.piece == 3][0]
+    p3 = max(comp + coll[0] + coll[1], 0.3 * comp + coll[2])
+    p4 = max(p3, coll[0] + coll[2]) + 1e-4
+    np.testing.assert_allclose(model.comm_time_s(jnp.asarray(bw), p), coll[2] + 2 * p4,
+                               rtol=1e-12)
+    res = solve(p)
+    assert res.status == "ok" and res.optimality_gap <= 1e-6, res
+    ref_bw = _cvxpy_nested(rows, 100.0)
+    ref_bw = ref_bw * 100.0 / ref_bw.sum()
+    ref = float(model.step_time_s(jnp.asarray(ref_bw), p)) * 1e9
+    assert res.step_time_ns <= ref * (1 + 1e-6)
+    assert res.lower_bound <= ref * (1 + 1e-9)

@@ -1,0 +1,363 @@
+"""Step-time models beyond LIBRA's, written as general model rows (`problem.ModelRows`).
+
+Two independent choices (README "Beyond LIBRA's model"):
+
+* the **collective model** (``model``): ``libra`` -- a collective takes its slowest
+  dimension's traffic / bandwidth (Won et al. 2024); ``pipelined`` -- latency- and
+  chunk-aware, validated against ASTRA-sim (`pipelined.py`), with a ``schedule`` across
+  dimensions (``pipelined`` | ``sequential`` | ``balanced``) and ``chunks`` per collective;
+* the **training loop** (``training_loop``):
+
+  - ``no_overlap`` (LIBRA's): step = all compute + all collectives, one after another;
+  - ``dp_overlap``: the weight-gradient collective of a layer starts when that layer's
+    weight-gradient compute ends and runs while the backward pass goes on; those
+    collectives queue on the network one at a time, in the order they are issued.
+    Forward and input-gradient collectives stay on the critical path (the next layer
+    needs their result). The step is the critical path:
+    ``F + max(B, E)`` with ``F`` the forward pass, ``B`` the backward compute and
+    input-gradient collectives, and ``E`` when the last queued collective finishes
+    (``E_q = max(ready_q, E_{q-1}) + T_q`` for the layers in backward order);
+  - ``full_overlap``: as ``dp_overlap``, and every forward and input-gradient collective
+    is also hidden behind its own layer's compute (``max(compute, comm)`` per layer and
+    phase), as with micro-batch interleaving or chunked overlap of tensor-parallel
+    collectives; the weight-gradient queue is unchanged.
+
+Every piece is a sum or maximum of terms c + a / bw (a >= 0), so the step time stays
+convex in the bandwidths: the solver, its certificate and the sensitivities apply
+unchanged. With ``model=libra`` and ``training_loop=no_overlap`` no rows are built (the
+LIBRA epigraph path is used, bit for bit the reference model).
+
+Units: collective sizes in bytes, times in ns on input; rows are in s and GB (GB / (GB/s)
+= s) as `problem.ModelRows` wants them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from libra_jax import pipelined
+from libra_jax.collectives import traffic_bytes
+from libra_jax.problem import ConstraintSpec, ModelRows, Problem, build_problem
+from libra_jax.types import Collective, LibraInputError
+
+MODELS = ("libra", "pipelined")
+TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
+HOPS = np.asarray([1.0, 1.0, 2.0])  # per ring step, by types.Block: Ring, FC, Switch
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingModel:
+    """How a step's time is computed from the workload and the bandwidths.
+
+    Attributes:
+      model: "libra" | "pipelined" (collective model).
+      schedule: "pipelined" | "sequential" | "balanced" (pipelined model only).
+      training_loop: "no_overlap" | "dp_overlap" | "full_overlap".
+      latency_ns: [D] link latency per hop (ns), or None for 0 (pipelined model).
+      chunks: chunks per collective (pipelined model), >= 1.
+      endpoint_delay_ns: fixed cost per message at the endpoint (ns).
+      local_mem_bw_gbps: local memory bandwidth for reductions (1 GB = 1e9 bytes), or None
+        for free reductions.
+      gb_is_gib: link bandwidths count 1 GB = 2^30 bytes (ASTRA-sim's convention).
+    """
+
+    model: str = "libra"
+    schedule: str = "pipelined"
+    training_loop: str = "no_overlap"
+    latency_ns: Sequence[float] | None = None
+    chunks: int = 1
+    endpoint_delay_ns: float = 0.0
+    local_mem_bw_gbps: float | None = None
+    gb_is_gib: bool = False
+
+    @property
+    def is_reference(self) -> bool:
+        """True for LIBRA's own model (no general rows are needed)."""
+        return self.model == "libra" and self.training_loop == "no_overlap"
+
+
+def check_timing(tm: TimingModel, num_dims: int) -> None:
+    """Validates a `TimingModel` on the host; errors name the config key and value."""
+    if tm.model not in MODELS:
+        raise LibraInputError(f"model = {tm.model!r}: choose one of {', '.join(MODELS)}.")
+    if tm.training_loop not in TRAINING_LOOPS:
+        raise LibraInputError(
+            f"training_loop = {tm.training_loop!r}: choose one of {', '.join(TRAINING_LOOPS)}.")
+    if tm.schedule not in pipelined.SCHEDULES:
+        raise LibraInputError(
+            f"schedule = {tm.schedule!r}: choose one of {', '.join(pipelined.SCHEDULES)}.")
+    if isinstance(tm.chunks, bool) or not isinstance(tm.chunks, (int, np.integer)) \
+            or tm.chunks < 1:
+        raise LibraInputError(f"system.chunks = {tm.chunks!r}: must be an integer >= 1.")
+    if tm.latency_ns is not None:
+        lat = list(tm.latency_ns)
+        if len(lat) != num_dims:
+            raise LibraInputError(
+                f"network.latency_ns = {lat}: has {len(lat)} entries but the network has "
+                f"{num_dims} dimensions.")
+        for i, v in enumerate(lat):
+            if not (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                    and np.isfinite(v) and v >= 0):
+                raise LibraInputError(
+                    f"network.latency_ns[{i}] = {v!r}: must be a finite number >= 0 (ns).")
+    if not (np.isfinite(tm.endpoint_delay_ns) and tm.endpoint_delay_ns >= 0):
+        raise LibraInputError(
+            f"system.endpoint_delay_ns = {tm.endpoint_delay_ns!r}: must be a finite number "
+            ">= 0 (ns).")
+    if tm.local_mem_bw_gbps is not None and not (
+            np.isfinite(tm.local_mem_bw_gbps) and tm.local_mem_bw_gbps > 0):
+        raise LibraInputError(
+            f"system.local_mem_bw_gbps = {tm.local_mem_bw_gbps!r}: must be > 0 (GB/s), or "
+            "null for free reductions.")
+    if tm.model == "libra":
+        extra = [k for k, v in (("network.latency_ns", tm.latency_ns is not None),
+                                ("system.chunks", tm.chunks != 1),
+                                ("system.endpoint_delay_ns", tm.endpoint_delay_ns != 0),
+                                ("system.local_mem_bw_gbps", tm.local_mem_bw_gbps is not None),
+                                ("system.gb_is_gib", tm.gb_is_gib),
+                                ("schedule", tm.schedule != "pipelined")) if v]
+        if extra:
+            raise LibraInputError(
+                f"{', '.join(extra)} only apply to model=pipelined (LIBRA's model has no "
+                "latency, chunks or schedule); set model=pipelined or remove them.")
+
+
+# ------------------------------------------------------------------------ collectives
+
+
+def _unique_collectives(workload):
+    """Distinct communicating (collective, size, communicator) of a workload.
+
+    Returns (keys [(code, size, comm tuple)], index [L, 3] int: key of each layer-phase or
+    -1 for none)."""
+    code = np.asarray(workload.collective)
+    size = np.asarray(workload.size_bytes, np.float64)
+    comm = np.asarray(workload.communicator)
+    traffic = np.asarray(traffic_bytes(code, size, comm))
+    keys, index = {}, -np.ones(code.shape, int)
+    for l, p in zip(*np.nonzero(code != Collective.NONE)):
+        if not np.any(traffic[l, p] > 0):
+            continue  # no dimension involved: the collective is free
+        key = (int(code[l, p]), float(size[l, p]), tuple(int(g) for g in comm[l, p]))
+        index[l, p] = keys.setdefault(key, len(keys))
+    return list(keys), index
+
+
+def collective_pieces(keys, network, tm: TimingModel):
+    """Each distinct collective as pieces (s, GB): lists of (c0_s, w [J], c [J, I], a [J, I, D],
+    on [J, I]) per key; time_s(bw) = c0 + sum_j w_j max_{i on} (c_ji + sum_d a_jid / bw_d)."""
+    d = network.num_dims
+    out = []
+    if not keys:
+        return out
+    code = np.asarray([k[0] for k in keys], np.int32)
+    size = np.asarray([k[1] for k in keys])
+    comm = np.asarray([k[2] for k in keys], np.int32).reshape(-1, d)
+    if tm.model == "libra":
+        traffic = np.asarray(traffic_bytes(code, size, comm))  # [U, D] bytes
+        for t in traffic:
+            on = t > 0
+            a = np.where(on[:, None], np.diag(t), 0.0)[None] / 1e9
+            out.append((0.0, np.ones(1), np.zeros((1, d)), a, on[None]))
+        return out
+    blocks = np.asarray(network.block_codes, np.int32)
+    lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+    p2p = code == Collective.SENDRECV
+    pieces = None
+    if np.any(~p2p):
+        with jax.enable_x64(True):
+            pieces = jax.device_get(pipelined.workload_pieces(
+                code[~p2p], size[~p2p], comm[~p2p], blocks, latency_ns=lat, chunks=tm.chunks,
+                endpoint_delay_ns=tm.endpoint_delay_ns,
+                local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib,
+                schedule=tm.schedule))
+    gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    j = 0
+    for u in range(len(keys)):
+        if p2p[u]:
+            # Point-to-point to the neighbouring stage: one message of m bytes over one
+            # involved dimension (stage pairs on different dimensions run at once).
+            used = comm[u] > 1
+            a = np.where(used, size[u] / gib, 0.0)
+            c = np.where(used, HOPS[blocks] * lat + tm.endpoint_delay_ns, 0.0)
+            rows_on = used[None]
+            out.append((0.0, np.ones(1), c[None] / 1e9,
+                        np.where(used[:, None], np.diag(a), 0.0)[None] / 1e9, rows_on))
+            continue
+        out.append((float(pieces.c0[j]) / 1e9, np.asarray(pieces.w[j], np.float64),
+                    np.asarray(pieces.c[j], np.float64) / 1e9,
+                    np.asarray(pieces.a[j], np.float64) / 1e9, np.asarray(pieces.on[j], bool)))
+        j += 1
+    return out
+
+
+# ------------------------------------------------------------------------ rows
+
+
+class _RowBuilder:
+    """Accumulates pieces and rows; a row is (piece, const s, coef GB [D], nest {piece: m})."""
+
+    def __init__(self, num_dims: int):
+        self.d = num_dims
+        self.weight: list[float] = []
+        self.rows: list[tuple[int, float, np.ndarray, dict]] = []
+        self.const0 = 0.0
+
+    def piece(self, weight: float = 0.0) -> int:
+        self.weight.append(float(weight))
+        return len(self.weight) - 1
+
+    def row(self, piece: int, const: float, coef=None, nest: dict | None = None) -> None:
+        coef = np.zeros(self.d) if coef is None else np.asarray(coef, np.float64)
+        self.rows.append((piece, float(const), coef, dict(nest or {})))
+
+    def build(self) -> ModelRows:
+        j, r = len(self.weight), len(self.rows)
+        nest = np.zeros((r, j))
+        for i, (_, _, _, m) in enumerate(self.rows):
+            for piece, v in m.items():
+                nest[i, piece] += v
+        return ModelRows(
+            weight=np.asarray(self.weight), piece=np.asarray([x[0] for x in self.rows], int),
+            const_s=np.asarray([x[1] for x in self.rows]),
+            coef_gb=np.asarray([x[2] for x in self.rows]).reshape(r, self.d),
+            const0_s=self.const0, nest=nest)
+
+
+class _Expr:
+    """A linear expression const + sum_i m_i time(piece i) (s)."""
+
+    def __init__(self, const: float = 0.0, nest: dict | None = None):
+        self.const = const
+        self.nest = dict(nest or {})
+
+    def __add__(self, other: "_Expr") -> "_Expr":
+        nest = dict(self.nest)
+        for k, v in other.nest.items():
+            nest[k] = nest.get(k, 0.0) + v
+        return _Expr(self.const + other.const, nest)
+
+
+def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
+    """The workload's communication time as `problem.ModelRows` (None for LIBRA's reference
+    model, which the solver handles as traffic directly).
+
+    The step time is ``compute + rows``; for the overlap loops the rows give the critical
+    path minus the total compute, i.e. the communication that is not hidden.
+    """
+    check_timing(tm, network.num_dims)
+    if tm.is_reference:
+        return None
+    keys, index = _unique_collectives(workload)
+    coll = collective_pieces(keys, network, tm)
+    b = _RowBuilder(network.num_dims)
+    compute_s = np.asarray(workload.compute_ns, np.float64) / 1e9  # [L, 3]
+    no_overlap = tm.training_loop == "no_overlap"
+    # The pieces of each distinct collective; under no_overlap weighted by its count.
+    counts = np.bincount(index[index >= 0], minlength=len(keys))
+    terms = []  # per key: _Expr of its time
+    for u, (c0, w, c, a, on) in enumerate(coll):
+        expr = _Expr(c0)
+        for jj in range(w.shape[0]):
+            if not np.any(on[jj]):
+                continue
+            piece = b.piece(counts[u] * w[jj] if no_overlap else 0.0)
+            for ii in np.nonzero(on[jj])[0]:
+                b.row(piece, c[jj, ii], a[jj, ii])
+            expr = expr + _Expr(0.0, {piece: float(w[jj])})
+        terms.append(expr)
+        if no_overlap:
+            b.const0 += counts[u] * c0
+    if no_overlap:
+        return b.build()
+
+    def comm(l, p) -> _Expr:
+        return terms[index[l, p]] if index[l, p] >= 0 else _Expr()
+
+    def hidden(l, p) -> _Expr:
+        """Phase (l, p) as compute + comm, or max(compute, comm) under full_overlap."""
+        if tm.training_loop != "full_overlap" or index[l, p] < 0:
+            return _Expr(compute_s[l, p]) + comm(l, p)
+        piece = b.piece()
+        b.row(piece, compute_s[l, p])
+        e = comm(l, p)
+        b.row(piece, e.const, nest=e.nest)
+        return _Expr(0.0, {piece: 1.0})
+
+    num_layers = compute_s.shape[0]
+    ready = _Expr()
+    for l in range(num_layers):  # forward pass
+        ready = ready + hidden(l, 0)
+    queue = None  # piece of E_{q-1}
+    for l in range(num_layers - 1, -1, -1):  # backward pass, last layer first
+        ready = ready + hidden(l, 1) + _Expr(compute_s[l, 2])
+        wg = comm(l, 2)
+        if index[l, 2] < 0:
+            continue
+        e = b.piece()
+        start = ready + wg
+        b.row(e, start.const, nest=start.nest)
+        if queue is not None:
+            after = _Expr(0.0, {queue: 1.0}) + wg
+            b.row(e, after.const, nest=after.nest)
+        queue = e
+    step = b.piece(1.0)
+    b.row(step, ready.const, nest=ready.nest)
+    if queue is not None:
+        b.row(step, 0.0, nest={queue: 1.0})
+    b.const0 = -float(np.sum(compute_s))  # rows give the critical path; compute is separate
+    return b.build()
+
+
+def build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
+                        tm: TimingModel, *, field_prefix: str = "constraints") -> Problem:
+    """`problem.build_problem` with the step-time model ``tm``."""
+    return build_problem(network, workload, cost_rates_usd_per_gbps, spec,
+                         field_prefix=field_prefix, rows=model_rows(workload, network, tm))
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkChoice:
+    """The chunk-count search: one result per candidate, and the best."""
+
+    chunks: tuple[int, ...]
+    results: tuple  # SolveResult per candidate, same order
+    best: int  # index into chunks of the best certified result (least objective)
+
+
+def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
+                       tm: TimingModel, chunks: Sequence[int], objective: str = "perf",
+                       method: str = "barrier") -> ChunkChoice:
+    """Optimises the bandwidths for every chunk count in ``chunks`` and picks the best pair.
+
+    More chunks pipeline better across dimensions but pay the per-step latency once per
+    chunk, so the best count depends on the bandwidths and the other way round. For
+    ``perf`` the candidates have the same array shapes and are solved in one batched call
+    (`batch.solve_batch`); ``perf_per_cost`` runs one certified search per candidate.
+    The best is the least objective among the results with status ok (all of them when
+    none is ok).
+    """
+    from libra_jax import batch, solve as solve_mod  # (solve imports nothing from here)
+
+    if tm.model != "pipelined":
+        raise LibraInputError(
+            f"system.chunks = {list(chunks)}: a chunk-count search needs model=pipelined.")
+    cands = [int(k) for k in chunks]
+    if not cands or len(set(cands)) != len(cands):
+        raise LibraInputError(f"system.chunks = {list(chunks)}: give distinct counts >= 1.")
+    problems = [build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec,
+                                    dataclasses.replace(tm, chunks=k)) for k in cands]
+    if objective == "perf" and method == "barrier":
+        out = batch.solve_batch(problems)
+        results = tuple(solve_mod.result_from_batch(p, out, i) for i, p in enumerate(problems))
+    else:
+        results = tuple(solve_mod.solve(p, objective, method=method) for p in problems)
+    key = "step_time_ns" if objective == "perf" else "time_x_cost"
+    ok = [i for i, r in enumerate(results) if r.status == "ok"] or list(range(len(results)))
+    best = min(ok, key=lambda i: getattr(results[i], key))
+    return ChunkChoice(chunks=tuple(cands), results=results, best=best)

@@ -1,0 +1,190 @@
+"""Step-time models beyond LIBRA's (`timing.py`): training loops with overlap, the pipelined
+collective model inside the solver, and the chunk-count search, against hand computations."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from libra_jax import objective as model
+from libra_jax import pipelined
+from libra_jax.collectives import traffic_bytes
+from libra_jax.problem import ConstraintSpec, build_problem
+from libra_jax.solve import solve
+from libra_jax.timing import TimingModel, build_timed_problem, solve_chunk_counts
+from libra_jax.topology import network_from_lists
+from libra_jax.types import Block, Collective, LibraInputError
+from libra_jax.workload import Workload
+
+AR, RS, AG = int(Collective.ALLREDUCE), int(Collective.REDUCESCATTER), int(Collective.ALLGATHER)
+NONE = int(Collective.NONE)
+NET = network_from_lists(["Ring", "Switch"], [4, 8])
+SPEC = ConstraintSpec(total_bw_gbps=200.0)
+
+
+def _workload(compute_ns, collective, size_bytes, communicator):
+    compute_ns = np.asarray(compute_ns, np.float64)
+    return Workload(
+        name="hand", layer_names=tuple(f"l{i}" for i in range(compute_ns.shape[0])),
+        compute_ns=compute_ns, collective=np.asarray(collective, np.int32),
+        size_bytes=np.asarray(size_bytes, np.float64),
+        communicator=np.asarray(communicator, np.int32), source="test")
+
+
+def _three_layers(seed=0):
+    """3 layers: TP all-reduce (dim 0) forward and input-grad, DP all-reduce (dim 1) of the
+    weight gradients in every layer."""
+    rng = np.random.default_rng(seed)
+    compute = rng.uniform(1e5, 1e6, (3, 3))
+    coll = [[AR, AR, AR]] * 3
+    size = rng.uniform(1e7, 1e8, (3, 3))
+    comm = [[[4, -1], [4, -1], [-1, 8]]] * 3
+    return _workload(compute, coll, size, comm)
+
+
+def _libra_times_ns(wl, bw):
+    """[L, 3] LIBRA time of each layer-phase's collective (max over dims of traffic / bw)."""
+    t = np.asarray(traffic_bytes(wl.collective, wl.size_bytes, wl.communicator))
+    return np.max(np.where(t > 0, t / np.asarray(bw), 0.0), axis=-1)
+
+
+def _critical_path_ns(wl, bw, full):
+    """The training loop by direct simulation: forward, then backward last layer first;
+    weight-gradient collectives queue on the network in issue order."""
+    c = np.asarray(wl.compute_ns)
+    t = _libra_times_ns(wl, bw)
+    both = (lambda a, b: max(a, b)) if full else (lambda a, b: a + b)
+    now = sum(both(c[l, 0], t[l, 0]) for l in range(c.shape[0]))
+    queue = -np.inf
+    for l in range(c.shape[0] - 1, -1, -1):
+        now += both(c[l, 1], t[l, 1]) + c[l, 2]
+        queue = max(queue, now) + t[l, 2]
+    return max(now, queue)
+
+
+def test_hand_computed_dp_overlap():
+    """One dim, 100 GB/s; 2 layers, every compute 1000 ns; AR of 4 NPUs moves 1.5 m, so an
+    AR of 20,000 bytes takes 300 ns. Forward: 2 x (1000 + 300) = 2600. Backward, layer 1:
+    IG 1000 + 300, WG 1000 -> 4900; its WG AR (40,000 B: 600 ns) runs 4900..5500.
+    Layer 0: IG 1000 + 300, WG 1000 -> 7200; WG AR 7200..7800. Step 7800 ns
+    (no overlap: 6000 + 6 x 300 + 2 x 300 extra = 8400)."""
+    net = network_from_lists(["Ring"], [4])
+    wl = _workload([[1000.0] * 3] * 2, [[AR] * 3] * 2, [[2e4, 2e4, 4e4]] * 2, [[[4]] * 3] * 2)
+    bw = jnp.asarray([100.0])
+    dp = build_timed_problem(net, wl, None, ConstraintSpec(total_bw_gbps=100.0),
+                             TimingModel(training_loop="dp_overlap"))
+    ref = build_problem(net, wl, None, ConstraintSpec(total_bw_gbps=100.0))
+    np.testing.assert_allclose(model.step_time_s(bw, dp) * 1e9, 7800.0, rtol=1e-12)
+    np.testing.assert_allclose(model.step_time_s(bw, ref) * 1e9, 8400.0, rtol=1e-12)
+    # Exposed communication = step - compute.
+    np.testing.assert_allclose(model.comm_time_s(bw, dp) * 1e9, 1800.0, rtol=1e-12)
+    full = build_timed_problem(net, wl, None, ConstraintSpec(total_bw_gbps=100.0),
+                               TimingModel(training_loop="full_overlap"))
+    # full: forward 2 x 1000, layer 1: 1000 + 1000 -> 4000, AR 4000..4600; layer 0 ->
+    # 6000, AR 6000..6600.
+    np.testing.assert_allclose(model.step_time_s(bw, full) * 1e9, 6600.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("loop", ["dp_overlap", "full_overlap"])
+@pytest.mark.parametrize("seed", range(3))
+def test_overlap_loops_match_a_direct_simulation(loop, seed):
+    wl = _three_layers(seed)
+    p = build_timed_problem(NET, wl, None, SPEC, TimingModel(training_loop=loop))
+    rng = np.random.default_rng(seed + 10)
+    for _ in range(5):
+        bw = rng.uniform(5, 150, 2)
+        want = _critical_path_ns(wl, bw, full=loop == "full_overlap")
+        np.testing.assert_allclose(model.step_time_s(jnp.asarray(bw), p) * 1e9, want,
+                                   rtol=1e-12)
+
+
+def test_overlap_is_never_slower_and_solves_certified():
+    wl = _three_layers(1)
+    times = {}
+    for loop in ("no_overlap", "dp_overlap", "full_overlap"):
+        r = solve(build_timed_problem(NET, wl, None, SPEC, TimingModel(training_loop=loop)))
+        assert r.status == "ok" and r.optimality_gap <= 1e-6
+        times[loop] = r.step_time_ns
+    assert times["full_overlap"] <= times["dp_overlap"] * (1 + 1e-9)
+    assert times["dp_overlap"] <= times["no_overlap"] * (1 + 1e-9)
+    # The optimum of each loop is a true minimum of that loop: a grid over the budget.
+    p = build_timed_problem(NET, wl, None, SPEC, TimingModel(training_loop="dp_overlap"))
+    grid = [float(model.step_time_s(jnp.asarray([b, 200.0 - b]), p)) * 1e9
+            for b in np.linspace(1, 199, 397)]
+    assert times["dp_overlap"] <= min(grid) * (1 + 1e-9)
+
+
+def test_libra_rows_and_reference_agree():
+    """model=libra with dp_overlap on a workload whose only weight-gradient collective is
+    in the first layer (issued last) has nothing to overlap: same optimum as LIBRA's."""
+    wl = _three_layers(2)
+    coll = np.asarray(wl.collective).copy()
+    coll[1:, 2] = NONE
+    wl = _workload(wl.compute_ns, coll, wl.size_bytes, wl.communicator)
+    a = solve(build_problem(NET, wl, None, SPEC))
+    b = solve(build_timed_problem(NET, wl, None, SPEC, TimingModel(training_loop="dp_overlap")))
+    np.testing.assert_allclose(b.step_time_ns, a.step_time_ns, rtol=1e-9)
+
+
+@pytest.mark.parametrize("schedule", ["pipelined", "sequential", "balanced"])
+def test_pipelined_rows_sum_the_collective_model(schedule):
+    """no_overlap with model=pipelined: step = compute + sum of the pieces of each
+    collective (`pipelined.pieces_time_ns`), merged identical collectives counted."""
+    wl = _three_layers(0)
+    tm = TimingModel(model="pipelined", schedule=schedule, chunks=4, latency_ns=[500.0, 700.0],
+                     endpoint_delay_ns=10.0, local_mem_bw_gbps=1600.0, gb_is_gib=True)
+    p = build_timed_problem(NET, wl, None, SPEC, tm)
+    bw = np.asarray([120.0, 80.0])
+    want = float(np.sum(wl.compute_ns))
+    for l in range(3):
+        for ph in range(3):
+            pcs = pipelined.collective_pieces(
+                wl.collective[l, ph], wl.size_bytes[l, ph], wl.communicator[l, ph],
+                NET.block_codes, latency_ns=np.asarray([500.0, 700.0]), chunks=4,
+                endpoint_delay_ns=10.0, local_mem_bw_gbps=1600.0, gb_is_gib=True,
+                schedule=schedule)
+            want += float(pipelined.pieces_time_ns(pcs, jnp.asarray(bw)))
+    np.testing.assert_allclose(model.step_time_s(jnp.asarray(bw), p) * 1e9, want, rtol=1e-10)
+    r = solve(p)
+    assert r.status == "ok" and r.optimality_gap <= 1e-6
+
+
+def test_chunk_count_search_picks_the_best_pair():
+    """With 2 us per hop, more chunks pay more latency; with none, more chunks pipeline
+    better. The search returns each count's optimum and the least of them."""
+    wl = _three_layers(0)
+    comm = np.asarray(wl.communicator).copy()
+    comm[:, 2] = [4, 8]  # the weight-gradient all-reduce spans both dimensions
+    wl = _workload(wl.compute_ns, wl.collective, wl.size_bytes, comm)
+    for lat, expect_more_is_better in ((0.0, True), (2e5, False)):
+        tm = TimingModel(model="pipelined", latency_ns=[lat, lat])
+        out = solve_chunk_counts(NET, wl, None, SPEC, tm, [1, 4, 16])
+        steps = [r.step_time_ns for r in out.results]
+        assert all(r.status == "ok" for r in out.results)
+        assert out.best == int(np.argmin(steps))
+        assert (steps[2] < steps[0]) == expect_more_is_better
+        single = solve(build_timed_problem(NET, wl, None, SPEC,
+                                           TimingModel(model="pipelined", chunks=4,
+                                                       latency_ns=[lat, lat])))
+        np.testing.assert_allclose(steps[1], single.step_time_ns, rtol=1e-8)
+
+
+def test_bad_timing_options_name_the_key():
+    wl = _three_layers(0)
+    for tm, key in [
+        (TimingModel(model="astra"), "model"),
+        (TimingModel(training_loop="async"), "training_loop"),
+        (TimingModel(model="pipelined", schedule="themis"), "schedule"),
+        (TimingModel(model="pipelined", chunks=0), "system.chunks"),
+        (TimingModel(model="pipelined", latency_ns=[1.0]), "network.latency_ns"),
+        (TimingModel(model="pipelined", latency_ns=[1.0, -2.0]), r"network.latency_ns\[1\]"),
+        (TimingModel(latency_ns=[1.0, 1.0]), "only apply to model=pipelined"),
+        (TimingModel(model="pipelined", local_mem_bw_gbps=0.0), "system.local_mem_bw_gbps"),
+    ]:
+        with pytest.raises(LibraInputError, match=key):
+            build_timed_problem(NET, wl, None, SPEC, tm)
+
+
+def test_block_hops_follow_the_ring_data():
+    assert int(Block.SWITCH) == 2 and NET.block_codes.tolist() == [0, 2]
