@@ -40,7 +40,7 @@ def _arrays(p, cap):
     return a_in, b_in, a_eq, b_eq
 
 
-def _epigraph_rows(p):
+def epigraph_rows(p):
     """Every epigraph row as (group [R], group weight [G], constant [R] s, coef [R, D] GB,
     nest [R, G]): LIBRA's (phase, dimension) pairs (constant 0, one coefficient) first, then
     the general rows of `problem.ModelRows`; group = the epigraph variable the row bounds,
@@ -82,7 +82,7 @@ def _stationary(mu, group, weight, nest):
 def _tangent_terms(p, x, mu):
     """(constant, xi [D]) of the tangent-plane minorant for stationary row multipliers mu [R]:
     step(y) >= constant + xi @ y."""
-    _, _, const, coef, _ = _epigraph_rows(p)
+    _, _, const, coef, _ = epigraph_rows(p)
     used = coef > 0
     safe_x = np.where(used, x[None, :], 1.0)
     value = const + np.sum(np.where(used, 2 * coef / safe_x, 0.0), axis=1)
@@ -94,10 +94,10 @@ def _tangent_terms(p, x, mu):
 
 def bound_from_multipliers(p, x, mu, lam, nu, cap=None) -> float:
     """The tangent-plane lower bound (s) for row multipliers mu [R] (rows of
-    `_epigraph_rows`, made exactly stationary first), lam [I(+1)] >= 0 and nu [E]."""
+    `epigraph_rows`, made exactly stationary first), lam [I(+1)] >= 0 and nu [E]."""
     a_in, b_in, a_eq, b_eq = _arrays(p, cap)
     x = np.asarray(x, np.float64)
-    group, weight, _, _, nest = _epigraph_rows(p)
+    group, weight, _, _, nest = epigraph_rows(p)
     mu = _stationary(mu, group, weight, nest)
     if mu is None:
         return -np.inf
@@ -121,13 +121,13 @@ def tangent_lp_multipliers(p, x, cap=None) -> dict | None:
 
     Returns:
       None when the LP fails, else dict(bound_s, mu [R] >= 0 (one per row of
-      `_epigraph_rows`, stationary: the epigraph multipliers), lam [I(+1)] >= 0 (unit-norm
+      `epigraph_rows`, stationary: the epigraph multipliers), lam [I(+1)] >= 0 (unit-norm
       inequality rows a_in, then the cap), nu [E] (unit-norm equality rows a_eq)). At an
       optimal x these are optimal dual multipliers of the problem.
     """
     a_in, b_in, a_eq, b_eq = _arrays(p, cap)
     x = np.asarray(x, np.float64)
-    group, weight, const, coef, nest = _epigraph_rows(p)
+    group, weight, const, coef, nest = epigraph_rows(p)
     d = x.shape[0]
     used = coef > 0
     if np.any(used & (x[None, :] <= 0)):
