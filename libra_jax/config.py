@@ -60,6 +60,7 @@ class NetworkConfig:
     topology: Optional[List[str]] = None  # [D] block per dim: Ring | FullyConnected | Switch
     npus: Optional[List[int]] = None  # [D] NPUs per dim (with topology only)
     cost_tiers: Optional[List[str]] = None  # [D] cost-model row per dim (notation/topology only)
+    latency_ns: Optional[List[float]] = None  # [D] link latency per hop, ns (model=pipelined)
 
 
 @dataclasses.dataclass
@@ -73,7 +74,7 @@ class CostModelConfig:
 class WorkloadConfig:
     """Training workload: ASTRA-sim 1.0 text (+ communicator YAML) or native YAML, or generated
     from a model description (``generator`` + the ``model`` / ``parallel`` / ``npu`` blocks,
-    whose keys libra_jax/generators.py defines and checks; presets in ``conf/model/``)."""
+    whose keys libra_jax/generators.py defines and checks; presets in ``conf/dnn/``)."""
 
     file: Optional[str] = None
     communicator_file: Optional[str] = None
@@ -124,6 +125,16 @@ class CosearchConfig:
 
 
 @dataclasses.dataclass
+class SystemConfig:
+    """Collective execution (``model=pipelined`` only; libra_jax/pipelined.py)."""
+
+    chunks: Optional[Any] = None  # chunks per collective (null = 1), or a list to search
+    endpoint_delay_ns: float = 0.0  # fixed cost per message at the endpoint, ns
+    local_mem_bw_gbps: Optional[float] = None  # reductions' memory bandwidth (1e9 B/s); null: free
+    gb_is_gib: bool = False  # link GB/s count 2^30 bytes (ASTRA-sim's convention)
+
+
+@dataclasses.dataclass
 class LibraConfig:
     """One optimisation run."""
 
@@ -138,6 +149,14 @@ class LibraConfig:
     weights: Optional[List[float]] = None  # [N] >= 0, one per workload; null -> all 1
     multi_objective: str = "sum_time"  # sum_time | sum_time_x_cost | worst_slowdown
     cosearch: CosearchConfig = dataclasses.field(default_factory=CosearchConfig)
+    # Step-time model beyond LIBRA's (libra_jax/timing.py); the defaults are LIBRA's.
+    model: str = "libra"  # libra | pipelined (latency- and chunk-aware, ASTRA-sim validated)
+    schedule: str = "pipelined"  # pipelined | sequential | balanced (model=pipelined)
+    training_loop: str = "no_overlap"  # no_overlap | dp_overlap | full_overlap
+    system: SystemConfig = dataclasses.field(default_factory=SystemConfig)
+    # python -m libra_jax.evaluate only: the design to evaluate, GB/s per dim.
+    bandwidth_gbps: Optional[List[float]] = None
+    export_astrasim: bool = False  # write the design as ASTRA-sim network YAML + system JSON
 
 
 def register_configs() -> None:
@@ -302,7 +321,7 @@ def to_inputs(
         raise LibraInputError(
             "workload.file is null; give a workload (ASTRA-sim 1.0 text or native YAML), e.g. "
             "workload.file=workload/Turing_NLG.txt, pick a preset such as conf=turing_nlg, or "
-            "generate one (workload.generator=transformer with a model, e.g. model=gpt3_175b)."
+            "generate one (workload.generator=transformer with a model, e.g. dnn=gpt3_175b)."
         )
 
     # Resolve every path before loading anything, so a typo is reported at once.
@@ -366,6 +385,42 @@ def to_inputs(
 # --------------------------------------------------------------------------------------------
 # Multi-workload runs
 # --------------------------------------------------------------------------------------------
+
+
+def to_timing(cfg: Any, num_dims: int):
+    """The step-time model of a run: (`timing.TimingModel`, chunk counts to search or None).
+
+    ``system.chunks`` may be a list (model=pipelined): the run then optimises the bandwidths
+    for every count and reports the best pair; the returned model carries the first count.
+    """
+    from libra_jax.timing import TimingModel, check_timing
+
+    c = _as_config(cfg)
+    chunks = c.system.chunks
+    search = None
+    if isinstance(chunks, (list, tuple)) or OmegaConf.is_list(chunks):
+        search = list(chunks)
+        for i, k in enumerate(search):
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise LibraInputError(
+                    f"system.chunks[{i}] = {k!r}: every chunk count must be an integer >= 1.")
+        if not search or len(set(search)) != len(search):
+            raise LibraInputError(f"system.chunks = {search}: give distinct counts.")
+        chunks = search[0]
+    elif chunks is None:
+        chunks = 1
+    tm = TimingModel(
+        model=c.model, schedule=c.schedule, training_loop=c.training_loop,
+        latency_ns=None if c.network.latency_ns is None else list(c.network.latency_ns),
+        chunks=chunks, endpoint_delay_ns=float(c.system.endpoint_delay_ns),
+        local_mem_bw_gbps=None if c.system.local_mem_bw_gbps is None
+        else float(c.system.local_mem_bw_gbps),
+        gb_is_gib=bool(c.system.gb_is_gib))
+    if search is not None and c.model != "pipelined":
+        raise LibraInputError(
+            f"system.chunks = {search}: a chunk-count search needs model=pipelined.")
+    check_timing(tm, num_dims)
+    return tm, search
 
 
 def is_multi(cfg: Any) -> bool:

@@ -31,6 +31,10 @@ RESULT_KEYS = (
     "baseline",
     "network",
     "workload",
+    "timing_model",
+    "step_time_exact_ns",
+    "chunk_search",
+    "sensitivities",
 )
 
 _OBJECTIVE_WORDS = {
@@ -84,7 +88,7 @@ def perf_per_cost_gain(result: Any, baseline: Any) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _network_dict(network: Any) -> dict | None:
+def network_dict(network: Any) -> dict | None:
     if network is None:
         return None
     tiers = getattr(network, "cost_tiers", None)
@@ -96,7 +100,7 @@ def _network_dict(network: Any) -> dict | None:
     }
 
 
-def _workload_dict(workload: Any, workload_file: str | None) -> dict | None:
+def workload_dict(workload: Any, workload_file: str | None) -> dict | None:
     if workload is None and workload_file is None:
         return None
     return {
@@ -111,6 +115,7 @@ def result_dict(
     network: Any,
     workload: Any,
     workload_file: str | None = None,
+    extras: dict | None = None,
 ) -> dict:
     """The ``result.json`` dictionary of a finished solve.
 
@@ -120,6 +125,8 @@ def result_dict(
       network: the ``topology.Network``.
       workload: the ``workload.Workload``.
       workload_file: the workload path as resolved from the config.
+      extras: values of the keys beyond the core ones (``timing_model``,
+        ``step_time_exact_ns``, ``chunk_search``, ``sensitivities``); missing ones are null.
 
     Returns:
       A JSON-serialisable dict with exactly the keys of :data:`RESULT_KEYS`; non-finite numbers
@@ -145,8 +152,9 @@ def result_dict(
             "time_x_cost": _num(baseline.time_x_cost),
             "projected": bool(baseline.projected),
         },
-        "network": _network_dict(network),
-        "workload": _workload_dict(workload, workload_file),
+        "network": network_dict(network),
+        "workload": workload_dict(workload, workload_file),
+        **{k: (extras or {}).get(k) for k in RESULT_KEYS[RESULT_KEYS.index("timing_model"):]},
     }
 
 
@@ -160,7 +168,7 @@ def error_dict(
     d: dict[str, Any] = {k: None for k in RESULT_KEYS}
     d["objective"] = objective
     d["status"] = "error"
-    d["workload"] = _workload_dict(None, workload_file)
+    d["workload"] = workload_dict(None, workload_file)
     d["error"] = message
     return d
 
@@ -405,4 +413,120 @@ def format_multi_table(result: Any, network: Any, spec: Any = None) -> str:
         lines.append(
             f"warning: solver status is {result.status!r}; treat the numbers above with care."
         )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Beyond LIBRA's model: timing model, exact time, chunk search, sensitivities
+
+
+def timing_dict(tm: Any) -> dict:
+    """``result.json``'s ``timing_model``: the step-time model of the run."""
+    return {
+        "model": tm.model,
+        "schedule": tm.schedule if tm.model == "pipelined" else None,
+        "training_loop": tm.training_loop,
+        "latency_ns": None if tm.latency_ns is None else [float(x) for x in tm.latency_ns],
+        "chunks": int(tm.chunks) if tm.model == "pipelined" else None,
+        "endpoint_delay_ns": float(tm.endpoint_delay_ns),
+        "local_mem_bw_gbps": _num(tm.local_mem_bw_gbps),
+        "gb_is_gib": bool(tm.gb_is_gib),
+    }
+
+
+def chunk_search_list(choice: Any) -> list:
+    """``result.json``'s ``chunk_search``: one entry per candidate chunk count."""
+    return [{"chunks": k, "status": r.status, "step_time_ns": _num(r.step_time_ns),
+             "time_x_cost": _num(r.time_x_cost), "optimality_gap": _num(r.optimality_gap),
+             "bandwidth_gbps": _nums(r.bandwidth_gbps), "best": i == choice.best}
+            for i, (k, r) in enumerate(zip(choice.chunks, choice.results))]
+
+
+def format_extras(tm: Any, result: Any, exact_ns: float | None, choice: Any,
+                  sens: dict | None) -> list[str]:
+    """Lines printed after the main table for a run beyond LIBRA's model: the model, the
+    chunk-count search, the exact simulated time and the marginal values."""
+    lines = []
+    if not tm.is_reference or choice is not None:
+        words = f"model {tm.model}"
+        if tm.model == "pipelined":
+            words += f" (schedule {tm.schedule}, {tm.chunks} chunk(s)"
+            if tm.latency_ns is not None:
+                words += ", latency " + "/".join(f"{x:g}" for x in tm.latency_ns) + " ns per hop"
+            words += ")"
+        lines += ["", f"step-time model: {words}, training loop {tm.training_loop}"]
+    if choice is not None:
+        lines += ["", "chunk-count search (each count optimised):"]
+        rows = [("chunks", "step time", "gap", "status")]
+        for i, (k, r) in enumerate(zip(choice.chunks, choice.results)):
+            rows.append((f"{k}{' *' if i == choice.best else ''}",
+                         _fmt(r.step_time_ns, ",.1f", " ns"), _fmt(r.optimality_gap, ".2e"),
+                         str(r.status)))
+        lines += _table(rows, "lrrl")
+    if exact_ns is not None and _num(result.step_time_ns) is not None:
+        rel = exact_ns / result.step_time_ns - 1.0
+        lines += ["", f"simulated chunk schedule at the optimum: {exact_ns:,.1f} ns "
+                      f"({rel:+.2e} relative to the convex model the solver minimises)"]
+    if sens is not None:
+        lines.append("")
+        if sens.get("status") == "unavailable":
+            lines.append(f"sensitivities: unavailable ({sens.get('message')})")
+        else:
+            prefix = "d_step_ns_d_" if sens.get("objective") == "perf" else "d_time_x_cost_d_"
+            unit = "ns" if sens.get("objective") == "perf" else "ns*$"
+            total = _num(sens.get(prefix + "total_bw_gbps"))
+            if total is not None:
+                lines.append(f"marginal value of the total budget: {total:,.1f} {unit} per GB/s")
+            gift = sens.get(prefix + "gift_gbps")
+            if gift is not None:
+                lines.append("marginal value of one more GB/s on a dimension alone ("
+                             f"{unit} per GB/s): "
+                             + ", ".join("-" if g is None else f"{g:,.1f}" for g in gift))
+            if sens.get("status") == "kink":
+                lines.append("  (some derivatives are one-sided: see result.json "
+                             "sensitivities.one_sided)")
+    return lines
+
+
+def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int = 12) -> str:
+    """The summary printed by ``python -m libra_jax.evaluate``: the design, its step time,
+    cost and constraints, and the collectives that take the most time, per dimension."""
+    name = getattr(workload, "name", "workload")
+    lines = [f"Design evaluation: {name} on {network.notation} ({network.num_npus:,} NPUs, "
+             f"{network.num_dims} dimensions)"]
+    words = f"model {tm.model}"
+    if tm.model == "pipelined":
+        words += f", schedule {tm.schedule}, {tm.chunks} chunk(s)"
+    lines += [f"step-time model: {words}, training loop {tm.training_loop}", ""]
+    tiers = network.cost_tiers or ("-",) * network.num_dims
+    rows = [("dim", "block", "NPUs", "cost tier", "GB/s")]
+    for d in range(network.num_dims):
+        rows.append((str(d), network.blocks[d], str(network.npus[d]), tiers[d],
+                     _fmt(data["bandwidth_gbps"][d], ".3f")))
+    lines += _table(rows, "rlrlr") + [""]
+
+    def ns(x):
+        return "-" if x is None else f"{x / 1e6:,.4f} ms ({x:,.1f} ns)"
+
+    rows = [("step time", ns(data["step_time_ns"])),
+            ("compute time", ns(data["compute_time_ns"])),
+            ("exposed comm time", ns(data["comm_time_ns"])),
+            ("network cost", "-" if data["network_cost_usd"] is None
+             else f"${data['network_cost_usd']:,.2f}")]
+    if data["step_time_libra_ns"] is not None:
+        rows.append(("LIBRA model step time", ns(data["step_time_libra_ns"])))
+    c = data["constraints"]
+    rows.append(("constraints", "met" if c["satisfied"] else "VIOLATED: " + "; ".join(c["violated"])))
+    lines += _table(rows, "ll") + [""]
+    br = sorted(data["breakdown"], key=lambda b: -b["time_ns"])
+    lines.append(f"collectives by time (top {min(top, len(br))} of {len(br)}; per-dimension busy "
+                 "time = bandwidth + latency + reduction, ns):")
+    head = ("layer", "phase", "collective", "bytes", "time ns", "fill/drain ns") + tuple(
+        f"dim {d}" for d in range(network.num_dims))
+    rows = [head]
+    for b in br[:top]:
+        rows.append((b["layer"], b["phase"], b["collective"], f"{b['size_bytes']:,.0f}",
+                     f"{b['time_ns']:,.1f}", f"{b['fill_drain_ns']:,.1f}")
+                    + tuple(f"{x:,.1f}" for x in b["busy_ns"]))
+    lines += _table(rows, "lllrrr" + "r" * network.num_dims)
     return "\n".join(lines)

@@ -23,8 +23,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from libra_jax import config, multi, report
+from libra_jax import config, multi, report, timing
+from libra_jax.cost import load_cost_model
 from libra_jax.problem import build_problem
+from libra_jax.sensitivity import sensitivities
 from libra_jax.solve import equal_split, solve
 from libra_jax.types import LibraInputError
 
@@ -49,23 +51,93 @@ def _fail(output_dir: pathlib.Path, message: str, cfg: DictConfig) -> None:
 def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
     """Solve one configured problem, print the table, write ``result.json``; return its dict."""
     if cfg.get("workloads") is not None:
+        _refuse_timing(cfg, "multi-workload runs (workloads=...)")
         return run_multi(cfg, output_dir)
     if cfg.cosearch.enabled:
+        _refuse_timing(cfg, "the mapping co-search")
         return run_cosearch(cfg, output_dir)
+    _refuse_evaluate_key(cfg)
     network, workload, cost_rates, spec = config.to_inputs(cfg)
+    tm, chunk_counts = config.to_timing(cfg, network.num_dims)
     memory_line = _check_generated_memory(cfg)
-    problem = build_problem(network, workload, cost_rates, spec)
-    result = solve(problem, objective=cfg.objective, method=cfg.solver.method)
+    choice = None
+    if chunk_counts is not None:
+        choice = timing.solve_chunk_counts(network, workload, cost_rates, spec, tm,
+                                           chunk_counts, cfg.objective, cfg.solver.method)
+        tm = dataclasses.replace(tm, chunks=choice.chunks[choice.best])
+        result = choice.results[choice.best]
+        problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
+    else:
+        problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
+        result = solve(problem, objective=cfg.objective, method=cfg.solver.method)
     baseline = equal_split(problem)
+    exact_ns = None
+    if tm.model == "pipelined":
+        coll_ns, _ = timing.collective_times_ns(workload, network, tm, result.bandwidth_gbps)
+        exact_ns = timing.loop_step_time_ns(workload.compute_ns, coll_ns, tm.training_loop)
+    sens = sensitivities(problem, result, spec=spec, network=network, workload=workload,
+                         cost_model=_cost_model(cfg))
     workload_file = (None if cfg.workload.file is None
                      else config.resolve_path(cfg.workload.file, "workload.file"))
     print(report.format_table(result, baseline, network, workload, spec), flush=True)
+    print("\n".join(report.format_extras(tm, result, exact_ns, choice, sens)), flush=True)
     if memory_line:
         print(memory_line, flush=True)
-    data = report.result_dict(result, baseline, network, workload, workload_file)
+    extras = dict(timing_model=report.timing_dict(tm), step_time_exact_ns=exact_ns,
+                  chunk_search=None if choice is None else report.chunk_search_list(choice),
+                  sensitivities=sens)
+    data = report.result_dict(result, baseline, network, workload, workload_file, extras)
+    export_astrasim(cfg, output_dir, network, result.bandwidth_gbps, tm)
     report.write_json(output_dir / "result.json", data)
     print(f"result: {output_dir / 'result.json'}", flush=True)
     return data
+
+
+def export_astrasim(cfg: DictConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
+                    tm: timing.TimingModel) -> None:
+    """With ``export_astrasim=true``: the design as ASTRA-sim 2.x network YAML + system JSON
+    in ``<run dir>/astrasim/`` (libra_jax/astrasim.py; link GB/s written in 2^30 bytes)."""
+    if not cfg.get("export_astrasim"):
+        return
+    from libra_jax import astrasim
+
+    delay = tm.endpoint_delay_ns
+    if delay != int(delay):
+        raise LibraInputError(
+            f"system.endpoint_delay_ns = {delay!r}: ASTRA-sim counts whole ns; give an integer "
+            "to export the design (export_astrasim=true).")
+    yml, js = astrasim.export_design(
+        network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
+        chunks=tm.chunks, endpoint_delay_ns=int(delay),
+        local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps)
+    print(f"ASTRA-sim design: {yml} and {js}", flush=True)
+
+
+def _cost_model(cfg: DictConfig):
+    """The run's cost model (for the price sensitivities), or None."""
+    if cfg.cost_model.file is None:
+        return None
+    return load_cost_model(config.resolve_path(cfg.cost_model.file, "cost_model.file"))
+
+
+def _refuse_evaluate_key(cfg: DictConfig) -> None:
+    if cfg.get("bandwidth_gbps") is not None:
+        raise LibraInputError(
+            f"bandwidth_gbps={list(cfg.bandwidth_gbps)} is an input of python -m "
+            "libra_jax.evaluate (evaluate a given design); libra_jax.train optimises the "
+            "bandwidths. Remove it, or run libra_jax.evaluate.")
+
+
+def _refuse_timing(cfg: DictConfig, what: str) -> None:
+    """Multi-workload runs and the co-search use LIBRA's model only."""
+    changed = [f"{k}={cfg.get(k)}" for k, default in
+               (("model", "libra"), ("training_loop", "no_overlap")) if cfg.get(k) != default]
+    if cfg.system.chunks is not None:
+        changed.append(f"system.chunks={cfg.system.chunks}")
+    if changed:
+        raise LibraInputError(
+            f"{', '.join(changed)}: {what} use LIBRA's model (model=libra, "
+            "training_loop=no_overlap) only; remove these keys or run a single workload.")
 
 
 def _transformer_inputs(cfg: DictConfig, npus):
@@ -165,15 +237,15 @@ def run_multi(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
     return data
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
-def main(cfg: DictConfig) -> dict | None:
-    """Hydra entry point (one job); returns the result dict, or None if the job failed."""
+def run_job(cfg: DictConfig, job) -> dict | None:
+    """Runs ``job(cfg, output_dir)`` as one Hydra job: bad input prints one ``error:``
+    paragraph and writes an error ``result.json``; returns the result dict or None."""
     hydra_cfg = HydraConfig.get()
     _JOBS.append(hydra_cfg.mode == RunMode.MULTIRUN)
     output_dir = pathlib.Path(hydra_cfg.runtime.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return run(cfg, output_dir)
+        return job(cfg, output_dir)
     except LibraInputError as e:
         message = " ".join(str(e).split())  # one paragraph
         print(f"error: {message}", file=sys.stderr, flush=True)
@@ -186,15 +258,26 @@ def main(cfg: DictConfig) -> dict | None:
     return None
 
 
-def cli() -> None:
-    """Run :func:`main`, then exit with status 1 if any job failed (after the whole sweep)."""
-    main()
+def exit_on_failures() -> None:
+    """Exits with status 1 if any job of this process failed (after the whole sweep)."""
     if FAILURES:
         if any(_JOBS):
             print(f"error: {len(FAILURES)} of {len(_JOBS)} jobs failed:", file=sys.stderr)
             for failure in FAILURES:
                 print(f"  {failure}", file=sys.stderr)
         sys.exit(1)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> dict | None:
+    """Hydra entry point (one job); returns the result dict, or None if the job failed."""
+    return run_job(cfg, run)
+
+
+def cli() -> None:
+    """Run :func:`main`, then exit with status 1 if any job failed (after the whole sweep)."""
+    main()
+    exit_on_failures()
 
 
 if __name__ == "__main__":

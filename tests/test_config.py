@@ -65,10 +65,14 @@ def test_default_config_has_every_key():
     cfg = _compose()
     assert set(cfg) == {
         "network", "cost_model", "workload", "constraints", "objective", "solver",
-        "workloads", "weights", "multi_objective", "cosearch",
+        "workloads", "weights", "multi_objective", "cosearch", "model", "schedule",
+        "training_loop", "system", "bandwidth_gbps", "export_astrasim",
     }
     assert cfg.solver.method == "barrier" and cfg.workloads is None
-    assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers"}
+    assert (cfg.model, cfg.schedule, cfg.training_loop) == ("libra", "pipelined", "no_overlap")
+    assert set(cfg.system) == {"chunks", "endpoint_delay_ns", "local_mem_bw_gbps", "gb_is_gib"}
+    assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers",
+                                "latency_ns"}
     assert set(cfg.cost_model) == {"file"}
     assert set(cfg.workload) == {
         "file", "communicator_file", "generator", "model", "parallel", "npu",

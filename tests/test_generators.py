@@ -25,7 +25,7 @@ from libra_jax.workload import load_workload
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 INPUTS = REPO / "libra_jax" / "data" / "libra_inputs"
-MODELS = REPO / "conf" / "model"
+MODELS = REPO / "conf" / "dnn"
 NET4 = load_network_file(INPUTS / "network" / "4d_network.yml")
 OPTIMA = json.loads((REPO / "tests" / "fixtures" / "libra_optima.json").read_text())
 #: The shipped files round compute to whole ns; generated lines are within half of that.
@@ -219,7 +219,7 @@ def test_unknown_generator_and_file_conflict():
     with pytest.raises(LibraInputError, match="workload.generator = 'bert'"):
         generate("bert", {}, {}, {}, [4])
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["conf=gpt3_4d", "model=gpt3_libra"])
+        cfg = compose(config_name="config", overrides=["conf=gpt3_4d", "dnn=gpt3_libra"])
     with pytest.raises(LibraInputError, match="workload.file=null"):
         config.to_inputs(cfg)
 
@@ -230,7 +230,7 @@ def test_cli_generated_workload_round_trip(tmp_path):
     env = dict(os.environ, HYDRA_FULL_ERROR="0", PYTHONPATH=str(REPO))
     proc = subprocess.run(
         [sys.executable, "-m", "libra_jax.train", "conf=gpt3_4d", "workload.file=null",
-         "workload.communicator_file=null", "model=gpt3_libra", "workload.generator=transformer",
+         "workload.communicator_file=null", "dnn=gpt3_libra", "workload.generator=transformer",
          f"hydra.run.dir={run_dir}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )

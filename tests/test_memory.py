@@ -13,7 +13,7 @@ from libra_jax.memory import check_fits, transformer_memory
 from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-GPT3 = yaml.safe_load((REPO / "conf" / "model" / "gpt3_175b.yaml").read_text())
+GPT3 = yaml.safe_load((REPO / "conf" / "dnn" / "gpt3_175b.yaml").read_text())
 NPUS = [4, 8, 4, 32]
 
 
@@ -72,7 +72,7 @@ def test_full_recompute_zero_stages_and_in_flight():
 
 
 def test_moe_experts_shard_over_ep():
-    moe = yaml.safe_load((REPO / "conf" / "model" / "moe_gpt_64e.yaml").read_text())
+    moe = yaml.safe_load((REPO / "conf" / "dnn" / "moe_gpt_64e.yaml").read_text())
     m = Transformer.parse(moe["model"])
     par = Parallel.parse({**moe["parallel"], "zero_stage": 0}, NPUS)
     est = transformer_memory(m, par, Npu.parse(moe["npu"]))
