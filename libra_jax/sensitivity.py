@@ -153,17 +153,23 @@ def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
 
 def _multiplier_lp(p, x, rows, s_t, g0, value):
     """Optimal multipliers at x: minimise the complementary-slackness residual subject to
-    stationarity (s_t dT/dx + g0 + A_in^T lam + A_eq^T nu - alpha + beta = 0, dT/dx from mu)
-    and mu = w pi with pi in each group's simplex.
+    stationarity in bw (s_t dT/dx + g0 + A_in^T lam + A_eq^T nu - alpha + beta = 0, dT/dx from
+    mu) and in every epigraph variable (sum_{r in g} mu_r - sum_r mu_r nest_rg = w_g; without
+    nesting, mu = w pi with pi in each group's simplex). The LP's "pi" block holds mu.
 
     Variables are scaled: lam, nu, alpha, beta in units of ``scale`` = value / sum(x), the
     residual in units of ``value``, stationarity rows to unit max entry.
     """
-    group, weight, const, coef = rows
+    group, weight, const, coef, nest = rows
     d = x.shape[0]
     used = coef > 0
     safe_x = np.where(used, x[None, :], 1.0)
-    r_val = const + np.sum(np.where(used, coef / safe_x, 0.0), axis=1)  # [R] s
+    # Every epigraph variable's value at x (LIBRA phases, then pieces), for nested rows.
+    bw = jnp.asarray(x)
+    t_all = np.concatenate([
+        np.max(np.asarray(model.dim_times_s(bw, p)), axis=1, initial=0.0),
+        np.asarray(model.piece_times_s(bw, p))])
+    r_val = const + np.sum(np.where(used, coef / safe_x, 0.0), axis=1) + nest @ t_all  # [R] s
     top = np.full(weight.shape[0], -np.inf)
     np.maximum.at(top, group, r_val)
     a_in = np.asarray(p.a_in, np.float64).reshape(-1, d)
@@ -180,14 +186,13 @@ def _multiplier_lp(p, x, rows, s_t, g0, value):
         sl[name] = slice(at, at + n)
         at += n
     scale = value / max(float(np.sum(x)), 1e-300)
-    wgt = weight[group]
     c = np.zeros(at)
-    c[sl["pi"]] = s_t * wgt * np.maximum(top[group] - r_val, 0.0) / value
+    c[sl["pi"]] = s_t * np.maximum(top[group] - r_val, 0.0) / value
     c[sl["lam"]] = scale * np.maximum(b_in - a_in @ x, 0.0) / value
     c[sl["alpha"]] = scale * np.maximum(x - lo, 0.0) / value
     c[sl["beta"]] = scale * np.maximum(hi[fin] - x[fin], 0.0) / value
     stat = np.zeros((d, at))
-    stat[:, sl["pi"]] = -(s_t * wgt[:, None] * np.where(used, coef / safe_x**2, 0.0)).T / scale
+    stat[:, sl["pi"]] = -(s_t * np.where(used, coef / safe_x**2, 0.0)).T / scale
     stat[:, sl["lam"]] = a_in.T
     stat[:, sl["nu"]] = a_eq.T
     stat[:, sl["alpha"]] = -np.eye(d)
@@ -197,9 +202,12 @@ def _multiplier_lp(p, x, rows, s_t, g0, value):
     has_rows = np.bincount(group, minlength=weight.shape[0]) > 0
     simp = np.zeros((weight.shape[0], at))
     simp[group, np.arange(n_pi)] = 1.0
-    simp = simp[has_rows]
+    simp[:, sl["pi"]] -= nest.T
+    # Per-group scaling to unit right-hand side (mu of a group is about its weight).
+    w_scale = np.where(weight > 0, weight, 1.0)
+    simp = (simp / w_scale[:, None])[has_rows]
     a_lp = np.vstack([stat / row_scale[:, None], simp])
-    b_lp = np.concatenate([rhs / row_scale, np.ones(simp.shape[0])])
+    b_lp = np.concatenate([rhs / row_scale, (weight / w_scale)[has_rows]])
     bounds = [(0, None)] * (n_pi + n_in) + [(None, None)] * n_eq + [(0, None)] * (d + n_hi)
     res = _linprog(c, None, None, a_lp, b_lp, bounds)
     if res.status != 0:
@@ -272,7 +280,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
 
     Args:
       problem: the `Problem` that was solved (`problem.build_problem`, LIBRA's model or
-        general rows without nesting).
+        general rows, nested or not).
       result: its `solve.SolveResult` (``perf`` or ``perf_per_cost``).
       spec: the `ConstraintSpec` the problem was built from (names the rows).
       network: `topology.Network`, for the price derivatives (with ``cost_model``).
@@ -316,14 +324,11 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
         out["message"] = msg
         return out
 
-    nest = getattr(problem, "row_nest", None)
-    if nest is not None and np.any(np.asarray(nest) != 0):
-        return unavailable("model rows that nest other pieces are not supported.")
     x = np.asarray(result.bandwidth_gbps, np.float64)
     if result.status != "ok" or not np.all(np.isfinite(x)):
         return unavailable(f"the solve ended with status {result.status!r}.")
     d = x.shape[0]
-    rows = epigraph_rows(problem)[:4]  # nesting is refused above
+    rows = epigraph_rows(problem)
     named, eq_pos, in_pos = _named_rows(problem, spec, d)
     t_s = float(model.step_time_s(jnp.asarray(x), problem))
     rates = np.asarray(problem.cost_rate, np.float64)
@@ -337,7 +342,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
         return unavailable("the multiplier LP failed.")
     out["residual"] = lp.opt
     n = lp.z.size
-    group, weight, const, coef = rows
+    group, weight, const, coef, _ = rows
     sl = lp.sl
 
     def unit(name, j, factor):
@@ -361,8 +366,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
     safe_x = np.where(used, x[None, :], 1.0)
     for j in range(d):
         g = np.zeros(n)
-        g[sl["pi"]] = -s_t * weight[group] * np.where(used[:, j], coef[:, j] / safe_x[:, j] ** 2,
-                                                       0.0)
+        g[sl["pi"]] = -s_t * np.where(used[:, j], coef[:, j] / safe_x[:, j] ** 2, 0.0)
         items.append(("gift_gbps", j, g, 0.0))
         items.append(("lower_gbps", j, unit("alpha", j, lp.scale), 0.0))
     fin = list(np.flatnonzero(np.isfinite(np.asarray(problem.hi))))
@@ -413,9 +417,9 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
         out["status"] = "kink"
 
     if workload is not None and not np.any(np.asarray(problem.row_on)):
-        pi = lp.z[sl["pi"]]
         k = np.asarray(problem.traffic_gb).shape[0]
         lib = group < k
+        pi = lp.z[sl["pi"]] / np.where(weight[group] > 0, weight[group], 1.0)  # per occurrence
         pi_kd = np.zeros((k, d))
         pi_kd[group[lib], np.argmax(coef[lib] > 0, axis=1)] = pi[lib]
         grad = _size_gradient(problem, workload, x, pi_kd) * s_t  # ns (x $) per byte

@@ -3,6 +3,7 @@ collective model inside the solver, and the chunk-count search, against hand com
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -21,6 +22,9 @@ AR, RS, AG = int(Collective.ALLREDUCE), int(Collective.REDUCESCATTER), int(Colle
 NONE = int(Collective.NONE)
 NET = network_from_lists(["Ring", "Switch"], [4, 8])
 SPEC = ConstraintSpec(total_bw_gbps=200.0)
+# Compiled once per problem shape (eager calls would re-trace the loop over pieces each time).
+step_ns = jax.jit(lambda bw, p: model.step_time_s(bw, p) * 1e9)
+comm_ns = jax.jit(lambda bw, p: model.comm_time_s(bw, p) * 1e9)
 
 
 def _workload(compute_ns, collective, size_bytes, communicator):
@@ -75,15 +79,15 @@ def test_hand_computed_dp_overlap():
     dp = build_timed_problem(net, wl, None, ConstraintSpec(total_bw_gbps=100.0),
                              TimingModel(training_loop="dp_overlap"))
     ref = build_problem(net, wl, None, ConstraintSpec(total_bw_gbps=100.0))
-    np.testing.assert_allclose(model.step_time_s(bw, dp) * 1e9, 7800.0, rtol=1e-12)
-    np.testing.assert_allclose(model.step_time_s(bw, ref) * 1e9, 8400.0, rtol=1e-12)
+    np.testing.assert_allclose(step_ns(bw, dp), 7800.0, rtol=1e-12)
+    np.testing.assert_allclose(step_ns(bw, ref), 8400.0, rtol=1e-12)
     # Exposed communication = step - compute.
-    np.testing.assert_allclose(model.comm_time_s(bw, dp) * 1e9, 1800.0, rtol=1e-12)
+    np.testing.assert_allclose(comm_ns(bw, dp), 1800.0, rtol=1e-12)
     full = build_timed_problem(net, wl, None, ConstraintSpec(total_bw_gbps=100.0),
                                TimingModel(training_loop="full_overlap"))
     # full: forward 2 x 1000, layer 1: 1000 + 1000 -> 4000, AR 4000..4600; layer 0 ->
     # 6000, AR 6000..6600.
-    np.testing.assert_allclose(model.step_time_s(bw, full) * 1e9, 6600.0, rtol=1e-12)
+    np.testing.assert_allclose(step_ns(bw, full), 6600.0, rtol=1e-12)
 
 
 @pytest.mark.parametrize("loop", ["dp_overlap", "full_overlap"])
@@ -95,8 +99,7 @@ def test_overlap_loops_match_a_direct_simulation(loop, seed):
     for _ in range(5):
         bw = rng.uniform(5, 150, 2)
         want = _critical_path_ns(wl, bw, full=loop == "full_overlap")
-        np.testing.assert_allclose(model.step_time_s(jnp.asarray(bw), p) * 1e9, want,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(step_ns(jnp.asarray(bw), p), want, rtol=1e-12)
 
 
 def test_overlap_is_never_slower_and_solves_certified():
@@ -110,9 +113,9 @@ def test_overlap_is_never_slower_and_solves_certified():
     assert times["dp_overlap"] <= times["no_overlap"] * (1 + 1e-9)
     # The optimum of each loop is a true minimum of that loop: a grid over the budget.
     p = build_timed_problem(NET, wl, None, SPEC, TimingModel(training_loop="dp_overlap"))
-    grid = [float(model.step_time_s(jnp.asarray([b, 200.0 - b]), p)) * 1e9
-            for b in np.linspace(1, 199, 397)]
-    assert times["dp_overlap"] <= min(grid) * (1 + 1e-9)
+    b = np.linspace(1, 199, 397)
+    grid = jax.jit(jax.vmap(step_ns, (0, None)))(jnp.asarray(np.stack([b, 200.0 - b], 1)), p)
+    assert times["dp_overlap"] <= float(np.min(grid)) * (1 + 1e-9)
 
 
 def test_libra_rows_and_reference_agree():
@@ -145,7 +148,7 @@ def test_pipelined_rows_sum_the_collective_model(schedule):
                 endpoint_delay_ns=10.0, local_mem_bw_gbps=1600.0, gb_is_gib=True,
                 schedule=schedule)
             want += float(pipelined.pieces_time_ns(pcs, jnp.asarray(bw)))
-    np.testing.assert_allclose(model.step_time_s(jnp.asarray(bw), p) * 1e9, want, rtol=1e-10)
+    np.testing.assert_allclose(step_ns(jnp.asarray(bw), p), want, rtol=1e-10)
     r = solve(p)
     assert r.status == "ok" and r.optimality_gap <= 1e-6
 
@@ -188,3 +191,27 @@ def test_bad_timing_options_name_the_key():
 
 def test_block_hops_follow_the_ring_data():
     assert int(Block.SWITCH) == 2 and NET.block_codes.tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("loop", ["dp_overlap", "full_overlap"])
+def test_sensitivities_of_overlap_loops_match_re_solves(loop):
+    """Nested rows (critical paths): the marginal value of the budget against central
+    differences of re-solves, and of a free GB/s on each dimension."""
+    from libra_jax.sensitivity import sensitivities
+
+    wl = _three_layers(1)
+    tm = TimingModel(training_loop=loop)
+    p = build_timed_problem(NET, wl, None, SPEC, tm)
+    res = solve(p)
+    sens = sensitivities(p, res, spec=SPEC, network=NET, workload=wl)
+    assert sens["status"] == "ok", sens
+
+    def opt(total):
+        spec = ConstraintSpec(total_bw_gbps=total)
+        return solve(build_timed_problem(NET, wl, None, spec, tm)).step_time_ns
+
+    h = 0.01
+    fd = (opt(200.0 + h) - opt(200.0 - h)) / (2 * h)
+    np.testing.assert_allclose(sens["d_step_ns_d_total_bw_gbps"], fd, rtol=1e-4)
+    # Only the total binds, so a free GB/s is worth the same on either dimension.
+    np.testing.assert_allclose(sens["d_step_ns_d_gift_gbps"], [fd, fd], rtol=1e-4)
