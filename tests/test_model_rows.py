@@ -120,7 +120,7 @@ def test_batched_rows_equal_single_solves():
     probs = []
     for i in range(6):
         d = 3
-        rows = _random_rows(rng, d, 2 + i % 2, 2)
+        rows = _random_rows(rng, d, 3, 2)  # one shape: one compilation each way
         rows.coef_gb[0, 0] = max(rows.coef_gb[0, 0], 0.1)
         spec = ConstraintSpec(total_bw_gbps=50.0 + i)
         probs.append(problem_from_arrays(np.zeros((0, d)), np.zeros(0), 0.0, None, spec,
