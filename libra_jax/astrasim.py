@@ -42,9 +42,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import yaml
 
-from libra_jax.topology import Network, network_from_lists
+from libra_jax.topology import Network, _read_yaml_mapping, network_from_lists
 from libra_jax.types import BLOCKS, LibraInputError
 
 # ASTRA-sim 2.x reads link GB/s as 2^30 bytes/s; libra_jax counts 1e9 bytes/s.
@@ -377,33 +376,7 @@ def import_network_yaml(
         > 0, latency not finite and >= 0, or a bad ``algorithm`` / ``cost_tiers``.
     """
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise LibraInputError(
-            f"{path}: cannot read the ASTRA-sim network file ({e.strerror or e})."
-        ) from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f", line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise LibraInputError(
-            f"{path}{line}: the ASTRA-sim network file is not valid YAML ({problem})."
-        ) from e
-    if not isinstance(data, dict):
-        raise LibraInputError(
-            f"{path}: the ASTRA-sim network file must be a YAML mapping with keys "
-            f"{', '.join(_YAML_KEYS)}; got {type(data).__name__} {data!r:.80}."
-        )
-    unknown = [k for k in data if k not in _YAML_KEYS]
-    if unknown:
-        raise LibraInputError(
-            f"{path}: unknown key {unknown[0]!r} in the ASTRA-sim network file; "
-            f"allowed keys are {', '.join(_YAML_KEYS)}."
-        )
+    data = _read_yaml_mapping(path, "ASTRA-sim network", allowed=_YAML_KEYS)
     for key in ("topology", "npus_count"):
         if key not in data:
             raise LibraInputError(
@@ -450,36 +423,16 @@ def import_network_yaml(
             f"{path}: gb_is_gib must be True or False, got {gb_is_gib!r}."
         )
 
+    def floats(key, positive):
+        return np.array([_real(_yaml_number(x, integer=False), path, f"{key}[{d}]",
+                               positive=positive) for d, x in enumerate(data[key])])
+
     bw = lat = None
     if "bandwidth" in data:
-        link = np.array(
-            [
-                _real(
-                    _yaml_number(x, integer=False),
-                    path,
-                    f"bandwidth[{d}]",
-                    positive=True,
-                )
-                for d, x in enumerate(data["bandwidth"])
-            ]
-        )
+        link = floats("bandwidth", positive=True)
         scale = GIB_PER_GB if gb_is_gib else 1.0
-        bw = np.array(
-            [
-                link[d] / scale * _links_sharing(algs[d], n)
-                for d, n in enumerate(network.npus)
-            ]
-        )
+        bw = np.array([link[d] / scale * _links_sharing(algs[d], n)
+                       for d, n in enumerate(network.npus)])
     if "latency" in data:
-        lat = np.array(
-            [
-                _real(
-                    _yaml_number(x, integer=False),
-                    path,
-                    f"latency[{d}]",
-                    positive=False,
-                )
-                for d, x in enumerate(data["latency"])
-            ]
-        )
+        lat = floats("latency", positive=False)
     return network, bw, lat

@@ -364,14 +364,19 @@ def check_transformer_parallel(m: Transformer, par: Parallel, prefix: str = "wor
             f"{prefix}.parallel.ep = {par.ep} does not divide {prefix}.model.num_experts = "
             f"{m.num_experts}."
         )
-    per_step = m.micro_batch * par.dp
-    if m.global_batch % per_step:
+    return _micro_batches(m.global_batch, m.micro_batch, par.dp, prefix)
+
+
+def _micro_batches(global_batch: int, micro_batch: int, dp: int, prefix: str) -> int:
+    """M = global_batch / (micro_batch * dp), micro-batches per step on one NPU."""
+    per_step = micro_batch * dp
+    if global_batch % per_step:
         raise LibraInputError(
-            f"{prefix}.model.global_batch = {m.global_batch} is not a multiple of "
-            f"micro_batch * dp = {m.micro_batch} * {par.dp} = {per_step}, so the number of "
+            f"{prefix}.model.global_batch = {global_batch} is not a multiple of "
+            f"micro_batch * dp = {micro_batch} * {dp} = {per_step}, so the number of "
             "micro-batches per step is not an integer."
         )
-    return m.global_batch // per_step
+    return global_batch // per_step
 
 
 # --------------------------------------------------------------------------------------------
@@ -624,12 +629,7 @@ def resnet50_workload(model: Mapping[str, Any] | None, par: Parallel, npu: Npu, 
             f"{par.tp}, pp = {par.pp}, ep = {par.ep}, zero_stage = {par.zero_stage} (use 1, 1, "
             "1, 0 or 1)."
         )
-    if gbatch % (mbatch * par.dp):
-        raise LibraInputError(
-            f"{prefix}.model.global_batch = {gbatch} is not a multiple of micro_batch * dp = "
-            f"{mbatch * par.dp}."
-        )
-    mb = gbatch // (mbatch * par.dp)
+    mb = _micro_batches(gbatch, mbatch, par.dp, prefix)
     ns = 1.0 / npu.flops_per_ns
     lines = _Lines()
     params = 0
@@ -694,12 +694,7 @@ def dlrm_workload(model: Mapping[str, Any] | None, par: Parallel, npu: Npu, num_
             f"{prefix}.npu.memory_bw_gbps is missing (or null); the dlrm generator times the "
             "embedding lookups with it."
         )
-    if gbatch % (mbatch * par.dp):
-        raise LibraInputError(
-            f"{prefix}.model.global_batch = {gbatch} is not a multiple of micro_batch * dp = "
-            f"{mbatch * par.dp}."
-        )
-    mb = gbatch // (mbatch * par.dp)
+    mb = _micro_batches(gbatch, mbatch, par.dp, prefix)
     ns = 1.0 / npu.flops_per_ns
     dp_c = "dp"
     lookup = mbatch * tables * dim * e * mb
