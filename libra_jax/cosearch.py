@@ -38,7 +38,8 @@ from libra_jax.generators import (
     transformer_lines,
 )
 from libra_jax.memory import MemoryEstimate, transformer_memory
-from libra_jax.problem import Problem, _merge_weighted
+from libra_jax.multi import merge_weighted_phases
+from libra_jax.problem import Problem
 from libra_jax.types import Collective, LibraInputError
 
 
@@ -149,8 +150,7 @@ class _Unique:
         comms = group_comms(placement, ep)
         comm = np.stack([comms[r] for r in self.role]).astype(np.int32)
         t = np.asarray(traffic_bytes(self.coll, self.size, comm), np.float64) / 1e9
-        used = (t > 0).any(axis=1)
-        return _merge_weighted(t[used], self.count[used])
+        return merge_weighted_phases(t, self.count)[:2]
 
 
 def cosearch(template: Problem, network: Any, model: Transformer, base: Parallel, npu: Npu,
