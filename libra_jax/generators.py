@@ -390,27 +390,35 @@ class _Lines:
     from the roles and a placement at the end (:meth:`workload`), so the co-search can reuse
     one set of lines for every placement of the same degrees."""
 
-    def __init__(self):
+    def __init__(self, micro_batches: int = 1):
+        self.micro_batches = micro_batches  # M: per-micro-batch collectives are issued M times
         self.names: list[str] = []
         self.compute: list[list[float]] = []
         self.coll: list[list[int]] = []
         self.size: list[list[float]] = []
         self.role: list[list[str | None]] = []
+        self.once: list[list[bool]] = []  # issued once per step (else once per micro-batch)
 
     def add(self, name: str, compute_ns: Sequence[float],
-            colls: Sequence[tuple[int, float, str | None]] = ((_N, 0.0, None),) * 3):
+            colls: Sequence[tuple[int, float, str | None]] = ((_N, 0.0, None),) * 3,
+            once: bool = False):
+        """A line; its collectives are per micro-batch (sizes: all M of them) unless
+        ``once`` (e.g. ZeRO's parameter all-gathers)."""
         self.names.append(name)
         self.compute.append([float(c) for c in compute_ns])
         self.coll.append([c for c, _, _ in colls])
         self.size.append([float(x) for _, x, _ in colls])
         self.role.append([r for _, _, r in colls])
+        self.once.append([once] * 3)
 
     def set_phase(self, line: int, phase: int, coll: int, size: float, role: str):
+        """Adds a collective issued once per step (the gradients') to a line's phase."""
         if self.coll[line][phase] != _N:
             raise ValueError(f"line {self.names[line]} phase {phase} already communicates")
         self.coll[line][phase] = coll
         self.size[line][phase] = float(size)
         self.role[line][phase] = role
+        self.once[line][phase] = True
 
     def workload(self, name: str, source: str, comms: Mapping[str, np.ndarray],
                  num_dims: int) -> Workload:
@@ -425,6 +433,8 @@ class _Lines:
             size_bytes=np.array(self.size, np.float64).reshape(-1, 3),
             communicator=comm,
             source=source,
+            issues=np.where(np.array(self.once, bool).reshape(-1, 3), 1,
+                            self.micro_batches).astype(np.int64),
         )
 
 
@@ -510,7 +520,7 @@ def transformer_lines(m: Transformer, par: Parallel, npu: Npu) -> _Lines:
     ffn = 2 * b * s * h * f / t * mb * ns
     attn = (1 if m.convention == "libra" else 2) * b * s * s * h / t * mb * ns
     norm = 2 * b * s * h * mb * ns
-    lines = _Lines()
+    lines = _Lines(mb)
     fwd_total = ig_total = wg_total = 0.0
 
     def add(name, c, colls=NONE3):
@@ -558,10 +568,10 @@ def transformer_lines(m: Transformer, par: Parallel, npu: Npu) -> _Lines:
         shard = grad_dense / par.dp
         if par.zero_stage == 2:
             lines.add("zero2_param_allgather", (0, 0, 0),
-                      ((_N, 0, None), (_N, 0, None), (_AG, shard, dp_c)))
+                      ((_N, 0, None), (_N, 0, None), (_AG, shard, dp_c)), once=True)
         else:
             lines.add("zero3_param_allgather", (0, 0, 0),
-                      ((_AG, shard, dp_c), (_AG, shard, dp_c), (_N, 0, None)))
+                      ((_AG, shard, dp_c), (_AG, shard, dp_c), (_N, 0, None)), once=True)
     if params["expert"]:
         first_combine = next(j for j, n in enumerate(lines.names) if n.startswith("combine"))
         lines.set_phase(first_combine, 2, _AR, params["expert"] * e, edp_c)
@@ -698,7 +708,7 @@ def dlrm_workload(model: Mapping[str, Any] | None, par: Parallel, npu: Npu, num_
     ns = 1.0 / npu.flops_per_ns
     dp_c = "dp"
     lookup = mbatch * tables * dim * e * mb
-    lines = _Lines()
+    lines = _Lines(mb)
     t_lookup = lookup / npu.memory_bw_gbps
     lines.add("Embedding", (t_lookup, 0.0, 0.0),
               ((_A2A, lookup, dp_c), (_A2A, lookup, dp_c), (_N, 0, None)))

@@ -132,13 +132,22 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
 # ------------------------------------------------------------------------ collectives
 
 
+def _issues(workload) -> np.ndarray:
+    """[L, 3] how many times each phase's collective is issued per step (>= 1)."""
+    issues = getattr(workload, "issues", None)
+    if issues is None:
+        return np.ones(np.asarray(workload.collective).shape, np.int64)
+    return np.asarray(issues, np.int64)
+
+
 def _unique_collectives(workload):
-    """Distinct communicating (collective, size, communicator) of a workload.
+    """Distinct communicating (collective, size per issue, communicator) of a workload.
 
     Returns (keys [(code, size, comm tuple)], index [L, 3] int: key of each layer-phase or
-    -1 for none)."""
+    -1 for none, issues [L, 3]: how many times the layer-phase issues its key per step)."""
     code = np.asarray(workload.collective)
-    size = np.asarray(workload.size_bytes, np.float64)
+    issues = _issues(workload)
+    size = np.asarray(workload.size_bytes, np.float64) / issues
     comm = np.asarray(workload.communicator)
     traffic = np.asarray(traffic_bytes(code, size, comm))
     keys, index = {}, -np.ones(code.shape, int)
@@ -147,7 +156,7 @@ def _unique_collectives(workload):
             continue  # no dimension involved: the collective is free
         key = (int(code[l, p]), float(size[l, p]), tuple(int(g) for g in comm[l, p]))
         index[l, p] = keys.setdefault(key, len(keys))
-    return list(keys), index
+    return list(keys), index, issues
 
 
 def collective_pieces(keys, network, tm: TimingModel):
@@ -244,6 +253,9 @@ class _Expr:
             nest[k] = nest.get(k, 0.0) + v
         return _Expr(self.const + other.const, nest)
 
+    def times(self, factor: float) -> "_Expr":
+        return _Expr(self.const * factor, {k: v * factor for k, v in self.nest.items()})
+
 
 def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
     """The workload's communication time as `problem.ModelRows` (None for LIBRA's reference
@@ -255,13 +267,14 @@ def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
     check_timing(tm, network.num_dims)
     if tm.is_reference:
         return None
-    keys, index = _unique_collectives(workload)
+    keys, index, issues = _unique_collectives(workload)
     coll = collective_pieces(keys, network, tm)
     b = _RowBuilder(network.num_dims)
     compute_s = np.asarray(workload.compute_ns, np.float64) / 1e9  # [L, 3]
     no_overlap = tm.training_loop == "no_overlap"
-    # The pieces of each distinct collective; under no_overlap weighted by its count.
-    counts = np.bincount(index[index >= 0], minlength=len(keys))
+    # The pieces of each distinct collective; under no_overlap weighted by how many times
+    # the step issues it.
+    counts = np.bincount(index[index >= 0], weights=issues[index >= 0], minlength=len(keys))
     terms = []  # per key: _Expr of its time
     for u, (c0, w, c, a, on) in enumerate(coll):
         expr = _Expr(c0)
@@ -278,8 +291,8 @@ def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
     if no_overlap:
         return b.build()
 
-    def comm(l, p) -> _Expr:
-        return terms[index[l, p]] if index[l, p] >= 0 else _Expr()
+    def comm(l, p) -> _Expr:  # all issues of the phase's collective, one after another
+        return terms[index[l, p]].times(issues[l, p]) if index[l, p] >= 0 else _Expr()
 
     def hidden(l, p) -> _Expr:
         """Phase (l, p) as compute + comm, or max(compute, comm) under full_overlap."""
@@ -377,12 +390,14 @@ def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
     For ``model=pipelined`` this is `pipelined.collective_time_ns` (the simulated chunk
     schedule), which the solver's convex rows bound from below for all-reduce under the
     ``pipelined`` schedule and for ``balanced`` (see `pipelined.py`); elsewhere the two
-    agree. Returns (times [L, 3] ns (0 without a collective), breakdown: list of dicts per
-    communicating layer-phase: layer, phase, collective, size_bytes, time_ns and per-
-    dimension bandwidth_ns / latency_ns / reduction_ns / busy_ns, fill_drain_ns)."""
+    agree. A phase whose collective is issued n times per step (`Workload.issues`, e.g.
+    once per micro-batch) counts n collectives of size / n. Returns (times [L, 3] ns (0
+    without a collective), breakdown: list of dicts per communicating layer-phase: layer,
+    phase, collective, size_bytes, issues, and the step's totals time_ns, per-dimension
+    bandwidth_ns / latency_ns / reduction_ns / busy_ns, and fill_drain_ns)."""
     check_timing(tm, network.num_dims)
     bw = np.asarray(bandwidth_gbps, np.float64)
-    keys, index = _unique_collectives(workload)
+    keys, index, issues = _unique_collectives(workload)
     d = network.num_dims
     per_key = []
     lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
@@ -415,15 +430,16 @@ def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
     breakdown = []
     names = ("forward", "input_grad", "weight_grad")
     for l, p in zip(*np.nonzero(index >= 0)):
-        k = per_key[index[l, p]]
-        times[l, p] = k["time_ns"]
+        k, n = per_key[index[l, p]], int(issues[l, p])
+        times[l, p] = n * k["time_ns"]
         breakdown.append(dict(
             layer=workload.layer_names[l], phase=names[p],
             collective=Collective(keys[index[l, p]][0]).name,
-            size_bytes=keys[index[l, p]][1], time_ns=k["time_ns"],
-            bandwidth_ns=k["bandwidth_ns"].tolist(), latency_ns=k["latency_ns"].tolist(),
-            reduction_ns=k["reduction_ns"].tolist(), busy_ns=k["busy_ns"].tolist(),
-            fill_drain_ns=k["fill_drain_ns"]))
+            size_bytes=n * keys[index[l, p]][1], issues=n, time_ns=n * k["time_ns"],
+            bandwidth_ns=(n * k["bandwidth_ns"]).tolist(),
+            latency_ns=(n * k["latency_ns"]).tolist(),
+            reduction_ns=(n * k["reduction_ns"]).tolist(), busy_ns=(n * k["busy_ns"]).tolist(),
+            fill_drain_ns=n * k["fill_drain_ns"]))
     return times, breakdown
 
 

@@ -59,6 +59,10 @@ class Workload:
         involved.
       source: the file the workload came from (and its communicator file), for
         messages.
+      issues: [L, 3] int, how many times each phase's collective is issued per step, each
+        time with size_bytes / issues bytes (e.g. once per micro-batch), or None for once.
+        LIBRA's model depends only on the total (traffic is linear in size); latency-aware
+        models pay the per-collective latency that many times (`timing.py`).
     """
 
     name: str
@@ -68,6 +72,7 @@ class Workload:
     size_bytes: np.ndarray
     communicator: np.ndarray
     source: str
+    issues: np.ndarray | None = None
 
     @property
     def num_layers(self) -> int:

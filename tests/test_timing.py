@@ -13,6 +13,7 @@ from libra_jax import pipelined
 from libra_jax.collectives import traffic_bytes
 from libra_jax.problem import ConstraintSpec, build_problem
 from libra_jax.solve import solve
+from libra_jax import timing as timing_mod
 from libra_jax.timing import TimingModel, build_timed_problem, solve_chunk_counts
 from libra_jax.topology import network_from_lists
 from libra_jax.types import Block, Collective, LibraInputError
@@ -215,3 +216,31 @@ def test_sensitivities_of_overlap_loops_match_re_solves(loop):
     np.testing.assert_allclose(sens["d_step_ns_d_total_bw_gbps"], fd, rtol=1e-4)
     # Only the total binds, so a free GB/s is worth the same on either dimension.
     np.testing.assert_allclose(sens["d_step_ns_d_gift_gbps"], [fd, fd], rtol=1e-4)
+
+
+def test_collectives_issued_per_micro_batch_pay_latency_each_time():
+    """A phase that issues its all-reduce 3 times per step (Workload.issues, e.g. once per
+    micro-batch), 3 x 1e6 B on Ring(4) at 100 GB/s, 1000 ns per hop, 1 chunk: each all-reduce
+    is 6 steps of 250,000 B: 6 x (2500 + 1000) = 21,000 ns; the step pays 3 x 21,000 =
+    63,000 ns. LIBRA's model sees only the total: 1.5 x 3e6 / 100 = 45,000 ns."""
+    net = network_from_lists(["Ring"], [4])
+    wl = _workload([[0.0] * 3], [[AR, NONE, NONE]], [[3e6, 0, 0]], [[[4]] * 3])
+    import dataclasses
+
+    wl3 = dataclasses.replace(wl, issues=np.asarray([[3, 1, 1]]))
+    spec = ConstraintSpec(total_bw_gbps=100.0)
+    bw = jnp.asarray([100.0])
+    tm = TimingModel(model="pipelined", latency_ns=[1000.0])
+    np.testing.assert_allclose(step_ns(bw, build_timed_problem(net, wl3, None, spec, tm)),
+                               63_000.0, rtol=1e-12)
+    np.testing.assert_allclose(step_ns(bw, build_timed_problem(net, wl, None, spec, tm)),
+                               6 * (7500 + 1000), rtol=1e-12)
+    for w in (wl, wl3):
+        np.testing.assert_allclose(step_ns(bw, build_problem(net, w, None, spec)), 45_000.0,
+                                   rtol=1e-12)
+    for loop in ("dp_overlap", "full_overlap"):
+        p = build_timed_problem(net, wl3, None, spec, dataclasses.replace(tm, training_loop=loop))
+        np.testing.assert_allclose(step_ns(bw, p), 63_000.0, rtol=1e-12)
+    times, breakdown = timing_mod.collective_times_ns(wl3, net, tm, [100.0])
+    assert breakdown[0]["issues"] == 3 and breakdown[0]["size_bytes"] == 3e6
+    np.testing.assert_allclose(times[0, 0], 63_000.0, rtol=1e-12)
