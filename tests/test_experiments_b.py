@@ -111,3 +111,24 @@ def test_claims_tiny(tmp_path):
     assert 4.0 < c3["best"] < 12.24 < c3["limit"]
     text = res["paths"]["md"].read_text()
     assert "12.24x" in text and "Turing-NLG" in text
+
+
+def test_latency_aware_tiny(tmp_path):
+    """Experiment 7 on one case: the latency-aware design is never slower than LIBRA's design
+    under the model it optimises, LIBRA's prediction never above the simulated time, and with
+    no latency both designs nearly agree."""
+    mod = _module("latency_aware")
+    cfg = mod.load_config("latency_aware", [
+        f"output_dir={tmp_path}", "workloads=[turing_nlg]", "networks=[3d]",
+        "latencies_ns=[0,2000]", "chunks=[1,16]", "name=tiny_latency",
+    ])
+    assert len(mod.load_config("latency_aware").workloads) == 5
+    rows = mod.run(cfg)
+    assert len(rows) == 2
+    for r in rows:
+        assert r["aware_status"] == "ok"
+        assert r["gain"] >= 1 - 1e-9
+        assert r["libra_simulated_ns"] >= r["libra_predicted_ns"] * (1 - 1e-12)
+    assert rows[0]["gain"] < rows[1]["gain"] + 1e-9 or rows[0]["gain"] < 1.01
+    md = mod.write_outputs(cfg, rows, 1.0)
+    assert "RI(16)_FC(8)_SW(32)" in md.read_text()
