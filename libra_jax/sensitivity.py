@@ -275,7 +275,7 @@ def _size_gradient(p, workload, x, pi_kd):
 
 
 def sensitivities(problem, result, *, spec, network=None, workload=None,
-                  cost_model=None) -> dict:
+                  cost_model=None, timing_model=None) -> dict:
     """Derivatives of the optimal value in every input, from the optimal dual multipliers.
 
     Args:
@@ -286,6 +286,8 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
       network: `topology.Network`, for the price derivatives (with ``cost_model``).
       workload: `workload.Workload` the problem was built from, for the size derivatives.
       cost_model: `cost.CostModel`, for the price derivatives.
+      timing_model: the `timing.TimingModel` the rows were built with, for the size
+        derivatives of ``model=pipelined`` (no-overlap loop).
 
     Returns:
       A JSON-ready dict. With V the step time in ns (``perf``; prefix ``d_step_ns_d_``) or
@@ -424,4 +426,12 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
         pi_kd[group[lib], np.argmax(coef[lib] > 0, axis=1)] = pi[lib]
         grad = _size_gradient(problem, workload, x, pi_kd) * s_t  # ns (x $) per byte
         out[prefix + "size_bytes"] = grad.tolist()
+    elif workload is not None and timing_model is not None and network is not None:
+        from libra_jax.timing import size_gradient_ns_per_byte
+
+        n_pairs = int(np.sum(np.asarray(problem.traffic_gb) > 0))
+        mu_rows = lp.z[sl["pi"]][n_pairs:]
+        grad = size_gradient_ns_per_byte(problem, workload, network, timing_model, x, mu_rows)
+        if grad is not None:
+            out[prefix + "size_bytes"] = (grad * s_t).tolist()
     return out

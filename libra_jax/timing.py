@@ -267,9 +267,16 @@ def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
     check_timing(tm, network.num_dims)
     if tm.is_reference:
         return None
+    return _build_rows(workload, network, tm)[0]
+
+
+def _build_rows(workload, network, tm: TimingModel):
+    """(ModelRows, origin [R]: (key, piece j, row i) of every collective row, None for the
+    loop rows, keys, index [L, 3], issues [L, 3], counts [U])."""
     keys, index, issues = _unique_collectives(workload)
     coll = collective_pieces(keys, network, tm)
     b = _RowBuilder(network.num_dims)
+    origin = []
     compute_s = np.asarray(workload.compute_ns, np.float64) / 1e9  # [L, 3]
     no_overlap = tm.training_loop == "no_overlap"
     # The pieces of each distinct collective; under no_overlap weighted by how many times
@@ -284,12 +291,14 @@ def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
             piece = b.piece(counts[u] * w[jj] if no_overlap else 0.0)
             for ii in np.nonzero(on[jj])[0]:
                 b.row(piece, c[jj, ii], a[jj, ii])
+                origin.append((u, jj, int(ii)))
             expr = expr + _Expr(0.0, {piece: float(w[jj])})
         terms.append(expr)
         if no_overlap:
             b.const0 += counts[u] * c0
+    extra = (origin, keys, index, issues, counts)
     if no_overlap:
-        return b.build()
+        return (b.build(), *extra)
 
     def comm(l, p) -> _Expr:  # all issues of the phase's collective, one after another
         return terms[index[l, p]].times(issues[l, p]) if index[l, p] >= 0 else _Expr()
@@ -326,7 +335,62 @@ def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
     if queue is not None:
         b.row(step, 0.0, nest={queue: 1.0})
     b.const0 = -float(np.sum(compute_s))  # rows give the critical path; compute is separate
-    return b.build()
+    origin += [None] * (len(b.rows) - len(origin))
+    return (b.build(), *extra)
+
+
+def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandwidth_gbps,
+                              mu_rows) -> np.ndarray | None:
+    """d(optimal step time)/d(collective size) [L, 3] in ns per byte for the general rows of
+    ``model=pipelined`` with ``training_loop=no_overlap`` (envelope theorem), or None where it
+    is not implemented (overlap loops: a collective's share of the critical path differs per
+    occurrence).
+
+    Each distinct collective's rows carry multipliers ``mu_rows`` (stationary: each piece's sum
+    is its weight, i.e. the step's issues of it); one issue's share is mu / issues. A phase
+    issuing n collectives of size / n gains n x (1/n) x d(time of one)/d(size of one), i.e.
+    sum_r (mu_r / count) * (dc_r/ds + sum_d (da_rd/ds) / bw_d) with c, a the rows' constants
+    and coefficients differentiated (jax.jacfwd) through `pipelined.collective_pieces`.
+    """
+    if tm.model != "pipelined" or tm.training_loop != "no_overlap":
+        return None
+    rows, origin, keys, index, issues, counts = _build_rows(workload, network, tm)
+    if np.asarray(problem.row_piece).shape[0] != len(origin) or any(o is None for o in origin):
+        return None
+    x = np.asarray(bandwidth_gbps, np.float64)
+    d = network.num_dims
+    blocks = np.asarray(network.block_codes, np.int32)
+    lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+    gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    jac = []  # per key: (dc/ds [J, I] s per byte, da/ds [J, I, D] GB per byte)
+    with jax.enable_x64(True):
+        for code, size, comm in keys:
+            comm = np.asarray(comm, np.int32)
+            if code == Collective.SENDRECV:
+                used = comm > 1
+                da = np.where(used[:, None], np.diag(np.where(used, 1.0 / gib, 0.0)), 0.0)
+                jac.append((np.zeros((1, d)), da[None] / 1e9))
+                continue
+
+            def pieces_of(s, code=code, comm=comm):
+                p = pipelined.collective_pieces(
+                    code, s, comm, blocks, latency_ns=lat, chunks=tm.chunks,
+                    endpoint_delay_ns=tm.endpoint_delay_ns,
+                    local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib,
+                    schedule=tm.schedule)
+                return p.c, p.a
+
+            dc, da = jax.device_get(jax.jacfwd(pieces_of)(jnp.asarray(size, jnp.float64)))
+            jac.append((np.asarray(dc) / 1e9, np.asarray(da) / 1e9))
+    mu = np.asarray(mu_rows, np.float64)
+    per_key = np.zeros(len(keys))
+    for r, (u, jj, ii) in enumerate(origin):
+        dc, da = jac[u]
+        used = x > 0
+        drow = dc[jj, ii] + np.sum(np.where(used, da[jj, ii] / np.where(used, x, 1.0), 0.0))
+        per_key[u] += mu[r] / counts[u] * drow
+    grad = np.where(index >= 0, per_key[np.maximum(index, 0)], 0.0)
+    return grad * 1e9
 
 
 def build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,

@@ -76,7 +76,7 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
         coll_ns, _ = timing.collective_times_ns(workload, network, tm, result.bandwidth_gbps)
         exact_ns = timing.loop_step_time_ns(workload.compute_ns, coll_ns, tm.training_loop)
     sens = sensitivities(problem, result, spec=spec, network=network, workload=workload,
-                         cost_model=_cost_model(cfg))
+                         cost_model=_cost_model(cfg), timing_model=tm)
     workload_file = (None if cfg.workload.file is None
                      else config.resolve_path(cfg.workload.file, "workload.file"))
     print(report.format_table(result, baseline, network, workload, spec), flush=True)

@@ -244,3 +244,34 @@ def test_collectives_issued_per_micro_batch_pay_latency_each_time():
     times, breakdown = timing_mod.collective_times_ns(wl3, net, tm, [100.0])
     assert breakdown[0]["issues"] == 3 and breakdown[0]["size_bytes"] == 3e6
     np.testing.assert_allclose(times[0, 0], 63_000.0, rtol=1e-12)
+
+
+def test_size_sensitivities_of_the_pipelined_model_match_re_solves():
+    """model=pipelined (latency, 4 chunks): d(optimal step)/d(size of one layer's collective)
+    from the multipliers against central differences of re-solves; the weight-gradient
+    all-reduce spans both dimensions (its rows mix bandwidth and latency terms)."""
+    from libra_jax.sensitivity import sensitivities
+
+    wl = _three_layers(2)
+    comm = np.asarray(wl.communicator).copy()
+    comm[:, 2] = [4, 8]
+    wl = _workload(wl.compute_ns, wl.collective, wl.size_bytes, comm)
+    tm = TimingModel(model="pipelined", chunks=4, latency_ns=[500.0, 1500.0],
+                     endpoint_delay_ns=10.0, local_mem_bw_gbps=1600.0)
+    p = build_timed_problem(NET, wl, None, SPEC, tm)
+    res = solve(p)
+    sens = sensitivities(p, res, spec=SPEC, network=NET, workload=wl, timing_model=tm)
+    grad = np.asarray(sens["d_step_ns_d_size_bytes"])
+
+    def opt(l, ph, size):
+        sizes = np.asarray(wl.size_bytes).copy()
+        sizes[l, ph] = size
+        w = _workload(wl.compute_ns, wl.collective, sizes, wl.communicator)
+        return solve(build_timed_problem(NET, w, None, SPEC, tm)).step_time_ns
+
+    for l, ph in ((1, 0), (0, 2)):
+        m = float(wl.size_bytes[l, ph])
+        h = 1e-3 * m
+        fd = (opt(l, ph, m + h) - opt(l, ph, m - h)) / (2 * h)
+        np.testing.assert_allclose(grad[l, ph], fd, rtol=1e-4)
+    assert np.all(grad > 0)
