@@ -140,11 +140,13 @@ def _issues(workload) -> np.ndarray:
     return np.asarray(issues, np.int64)
 
 
-def _unique_collectives(workload):
+def _unique_collectives(workload, dedupe: bool = True):
     """Distinct communicating (collective, size per issue, communicator) of a workload.
 
     Returns (keys [(code, size, comm tuple)], index [L, 3] int: key of each layer-phase or
-    -1 for none, issues [L, 3]: how many times the layer-phase issues its key per step)."""
+    -1 for none, issues [L, 3]: how many times the layer-phase issues its key per step).
+    With ``dedupe=False`` every communicating layer-phase gets its own key (its own pieces
+    in the rows, so that its multipliers say what it is worth)."""
     code = np.asarray(workload.collective)
     issues = _issues(workload)
     size = np.asarray(workload.size_bytes, np.float64) / issues
@@ -155,8 +157,8 @@ def _unique_collectives(workload):
         if not np.any(traffic[l, p] > 0):
             continue  # no dimension involved: the collective is free
         key = (int(code[l, p]), float(size[l, p]), tuple(int(g) for g in comm[l, p]))
-        index[l, p] = keys.setdefault(key, len(keys))
-    return list(keys), index, issues
+        index[l, p] = keys.setdefault(key if dedupe else (key, int(l), int(p)), len(keys))
+    return [k if dedupe else k[0] for k in keys], index, issues
 
 
 def collective_pieces(keys, network, tm: TimingModel):
@@ -273,7 +275,10 @@ def model_rows(workload, network, tm: TimingModel) -> ModelRows | None:
 def _build_rows(workload, network, tm: TimingModel):
     """(ModelRows, origin [R]: (key, piece j, row i) of every collective row, None for the
     loop rows, keys, index [L, 3], issues [L, 3], counts [U])."""
-    keys, index, issues = _unique_collectives(workload)
+    # Overlap loops: one set of pieces per layer-phase (each has its own place in the
+    # critical path, so its multipliers give its size sensitivity).
+    keys, index, issues = _unique_collectives(workload,
+                                              dedupe=tm.training_loop == "no_overlap")
     coll = collective_pieces(keys, network, tm)
     b = _RowBuilder(network.num_dims)
     origin = []
@@ -342,20 +347,21 @@ def _build_rows(workload, network, tm: TimingModel):
 def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandwidth_gbps,
                               mu_rows) -> np.ndarray | None:
     """d(optimal step time)/d(collective size) [L, 3] in ns per byte for the general rows of
-    ``model=pipelined`` with ``training_loop=no_overlap`` (envelope theorem), or None where it
-    is not implemented (overlap loops: a collective's share of the critical path differs per
-    occurrence).
+    ``model=pipelined`` or an overlap loop (envelope theorem), or None for LIBRA's reference
+    model (`sensitivity.py` handles that one on its traffic).
 
-    Each distinct collective's rows carry multipliers ``mu_rows`` (stationary: each piece's sum
-    is its weight, i.e. the step's issues of it); one issue's share is mu / issues. A phase
-    issuing n collectives of size / n gains n x (1/n) x d(time of one)/d(size of one), i.e.
+    Each collective's rows carry multipliers ``mu_rows`` (stationary in every piece: their sum
+    is what the step, or the critical-path rows that nest the piece, put on it, i.e. the
+    issues of the collective); one issue's share is mu / issues. A phase issuing n
+    collectives of size / n gains n x (1/n) x d(time of one)/d(size of one), i.e.
     sum_r (mu_r / count) * (dc_r/ds + sum_d (da_rd/ds) / bw_d) with c, a the rows' constants
     and coefficients differentiated (jax.jacfwd) through `pipelined.collective_pieces`.
+    The overlap loops give each layer-phase its own pieces, so the sum is its own.
     """
-    if tm.model != "pipelined" or tm.training_loop != "no_overlap":
+    if tm.is_reference:
         return None
     rows, origin, keys, index, issues, counts = _build_rows(workload, network, tm)
-    if np.asarray(problem.row_piece).shape[0] != len(origin) or any(o is None for o in origin):
+    if np.asarray(problem.row_piece).shape[0] != len(origin):
         return None
     x = np.asarray(bandwidth_gbps, np.float64)
     d = network.num_dims
@@ -366,6 +372,10 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
     with jax.enable_x64(True):
         for code, size, comm in keys:
             comm = np.asarray(comm, np.int32)
+            if tm.model == "libra":  # rows: traffic_d / bw_d, linear in the size
+                per_byte = np.asarray(traffic_bytes(code, 1.0, comm), np.float64)
+                jac.append((np.zeros((1, d)), np.diag(per_byte)[None] / 1e9))
+                continue
             if code == Collective.SENDRECV:
                 used = comm > 1
                 da = np.where(used[:, None], np.diag(np.where(used, 1.0 / gib, 0.0)), 0.0)
@@ -384,7 +394,10 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
             jac.append((np.asarray(dc) / 1e9, np.asarray(da) / 1e9))
     mu = np.asarray(mu_rows, np.float64)
     per_key = np.zeros(len(keys))
-    for r, (u, jj, ii) in enumerate(origin):
+    for r, o in enumerate(origin):
+        if o is None:  # a critical-path row: no collective size in it
+            continue
+        u, jj, ii = o
         dc, da = jac[u]
         used = x > 0
         drow = dc[jj, ii] + np.sum(np.where(used, da[jj, ii] / np.where(used, x, 1.0), 0.0))
