@@ -305,11 +305,7 @@ def _plot(cfg, rows, notations, metric, path):
 
 
 def main(argv=None) -> dict:
-    cfg = load_config("claims", sys.argv[1:] if argv is None else argv)
-    res = run(cfg)
-    print(res["paths"]["md"].read_text())
-    print(f"wrote {', '.join(str(p) for p in res['paths'].values())} in {res['seconds']:.1f} s")
-    return res
+    return common.run_and_report("claims", load_config, run, argv)
 
 
 if __name__ == "__main__":

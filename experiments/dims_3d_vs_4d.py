@@ -230,11 +230,7 @@ def _plot(curves, names, nets, path):
 
 
 def main(argv=None) -> dict:
-    cfg = load_config("dims_3d_vs_4d", sys.argv[1:] if argv is None else argv)
-    res = run(cfg)
-    print(res["paths"]["md"].read_text())
-    print(f"wrote {', '.join(str(p) for p in res['paths'].values())} in {res['seconds']:.1f} s")
-    return res
+    return common.run_and_report("dims_3d_vs_4d", load_config, run, argv)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,17 @@ def load_cases(cfg: DictConfig) -> list[Case]:
     return [load_case(w, n, cfg.labels) for n in cfg.networks for w in cfg.workloads]
 
 
+def run_and_report(name: str, load_config, run, argv=None) -> dict:
+    """Command-line body of the experiments whose ``run`` returns ``paths`` and ``seconds``:
+    compose conf/experiment/<name>.yaml with ``argv`` (default: sys.argv[1:]), run, print the
+    Markdown table and the files written."""
+    cfg = load_config(name, sys.argv[1:] if argv is None else argv)
+    res = run(cfg)
+    print(res["paths"]["md"].read_text())
+    print(f"wrote {', '.join(str(p) for p in res['paths'].values())} in {res['seconds']:.1f} s")
+    return res
+
+
 def md_table(header: list[str], rows: list[list]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
