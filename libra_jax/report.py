@@ -240,6 +240,17 @@ def _header_and_dims(title, objective, words, spec, network, bw, base_bw, label)
     return lines
 
 
+def _notes(status: str, projected: bool) -> list[str]:
+    """The note on a projected baseline and the warning on a status other than ok."""
+    lines = []
+    if projected:
+        lines += ["", "note: the equal split of the budget violates the constraints; the baseline",
+                  "      is the nearest feasible point to it instead."]
+    if status != "ok":
+        lines += ["", f"warning: solver status is {status!r}; treat the numbers above with care."]
+    return lines
+
+
 def format_table(
     result: Any,
     baseline: Any,
@@ -296,16 +307,7 @@ def format_table(
         ("status", str(result.status)),
         ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
     ]
-    lines += _table(rows, "ll")
-    if baseline.projected:
-        lines.append("")
-        lines.append("note: the equal split of the budget violates the constraints; the baseline")
-        lines.append("      is the nearest feasible point to it instead.")
-    if result.status != "ok":
-        lines.append("")
-        lines.append(
-            f"warning: solver status is {result.status!r}; treat the numbers above with care."
-        )
+    lines += _table(rows, "ll") + _notes(result.status, baseline.projected)
     return "\n".join(lines)
 
 
@@ -403,16 +405,7 @@ def format_multi_table(result: Any, network: Any, spec: Any = None) -> str:
         ("status", str(result.status)),
         ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
     ]
-    lines += _table(rows, "ll")
-    if result.baseline.projected:
-        lines.append("")
-        lines.append("note: the equal split of the budget violates the constraints; the baseline")
-        lines.append("      is the nearest feasible point to it instead.")
-    if result.status != "ok":
-        lines.append("")
-        lines.append(
-            f"warning: solver status is {result.status!r}; treat the numbers above with care."
-        )
+    lines += _table(rows, "ll") + _notes(result.status, result.baseline.projected)
     return "\n".join(lines)
 
 
