@@ -420,6 +420,7 @@ class ChunkChoice:
     chunks: tuple[int, ...]
     results: tuple  # SolveResult per candidate, same order
     best: int  # index into chunks of the best certified result (least objective)
+    problems: tuple = ()  # the Problem of each candidate, same order
 
 
 def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
@@ -455,7 +456,8 @@ def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: Constra
     key = "step_time_ns" if objective == "perf" else "time_x_cost"
     ok = [i for i, r in enumerate(results) if r.status == "ok"] or list(range(len(results)))
     best = min(ok, key=lambda i: getattr(results[i], key))
-    return ChunkChoice(chunks=tuple(cands), results=results, best=best)
+    return ChunkChoice(chunks=tuple(cands), results=results, best=best,
+                       problems=tuple(problems))
 
 
 # ------------------------------------------------------------------------ evaluation

@@ -66,7 +66,7 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
                                            chunk_counts, cfg.objective, cfg.solver.method)
         tm = dataclasses.replace(tm, chunks=choice.chunks[choice.best])
         result = choice.results[choice.best]
-        problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
+        problem = choice.problems[choice.best]
     else:
         problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
         result = solve(problem, objective=cfg.objective, method=cfg.solver.method)
