@@ -1,0 +1,541 @@
+"""Primal-dual interior-point kernel for one `perf` problem: vmappable, no LAPACK.
+
+The problem (see `problem.Problem`) in epigraph form over z = (bw [D], t [T]), T = K phases
+followed by J pieces of a general model (`problem.ModelRows`):
+
+    minimise   w @ t
+    subject to s_kd = t_k - T_kd / bw_d >= 0                      pairs with T_kd > 0
+               s_r  = t_j(r) - c_r - sum_d a_rd / bw_d - m_r @ t >= 0   general rows
+               s_i  = h_i - g_i @ bw >= 0                          linear rows (box, user
+                                                                   rows, cost cap)
+               E bw = f                                            equality rows
+               bw_d = fixed_d                                      dims fixed by the set
+
+Every slack is concave in z, so the problem is convex. The method is Mehrotra's
+predictor-corrector on the perturbed KKT conditions (Nocedal & Wright, Numerical
+Optimization, Sec. 14.2 and 19.3), with the slacks computed from z (the iterate stays
+strictly feasible for every inequality; equalities may carry a residual that each step
+removes by the fraction it takes):
+
+    grad f + sum_i lam_i grad g_i + E^T nu = 0,   lam_i s_i = sigma mu,   E bw = f,
+
+g_i = -s_i. Eliminating d lam_i = (sigma mu - corr_i)/s_i - lam_i + (lam_i / s_i) grad g_i . dz
+leaves the system
+
+    M dz + E^T nu = -grad f - sum_i grad g_i (sigma mu - corr_i) / s_i,    E dz = f - E bw,
+    M = sum_i lam_i hess g_i + sum_i (lam_i / s_i) grad g_i grad g_i^T,
+
+solved for nu itself (it enters nowhere else). The structure makes this cheap without any
+LAPACK call, so the kernel vmaps over problems as pure elementwise work:
+
+  * each phase variable t_k appears only in its own pairs, so its block of M is the scalar
+    h_k = sum_d lam_kd / s_kd and it is eliminated exactly (Schur complement), leaving a
+    (D + J) x (D + J) symmetric positive definite system in (bw, pieces);
+  * dims and pieces fixed by the constraints (or by batch padding) are eliminated too, so
+    the remaining matrix is positive definite;
+  * that matrix is Jacobi-scaled and factored by a Cholesky written in jnp operations
+    (`cholesky`: n rank-one updates, unrolled over the static n), and the few equality rows
+    (E <= 2 for the scans) by a second, pivot-skipping Cholesky of E S^-1 E^T, which drops
+    dependent rows instead of failing.
+
+The step length is the largest alpha <= 1 keeping lam > 0 and the linearised slacks > 0 with a
+0.99 fraction to the boundary, then halved (up to `IpmConfig.max_halvings` trial points,
+evaluated at once) until every true slack is positive (a concave slack positive at 0 and at
+alpha is positive in between). The iteration stops when the Lagrangian lower bound of
+`lagrangian_bound` certifies the gap (``gap_tol``), or after ``max_iter`` iterations.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from libra_jax import objective as model
+from libra_jax.problem import Problem
+
+
+DEBUG = False
+
+
+class IpmConfig(NamedTuple):
+    """Static loop lengths and tolerances (hashable: a change recompiles)."""
+
+    max_iter: int = 80  # most predictor-corrector iterations
+    gap_tol: float = 1e-9  # stop when the in-kernel bound certifies this relative gap
+    step_fraction: float = 0.99  # fraction to the boundary
+    max_shrink: float = 0.5  # most relative decrease of a used bandwidth in one step
+
+
+class KernelOutput(NamedTuple):
+    """One problem's result (arrays; a leading batch axis under vmap)."""
+
+    bw: jax.Array  # [D] GB/s
+    step_s: jax.Array  # [] step time at bw (s)
+    lb_s: jax.Array  # [] Lagrangian lower bound of the optimum (s)
+    lam_pair: jax.Array  # [K, D] multipliers of the pairs
+    lam_row: jax.Array  # [R] multipliers of the general rows
+    lam_lin: jax.Array  # [M] multipliers of the linear rows (`linear_rows` order)
+    nu: jax.Array  # [E] multipliers of the equality rows (`equality_rows` order)
+    iterations: jax.Array  # [] int32
+    finite: jax.Array  # [] bool: every quantity stayed finite
+    started_inside: jax.Array  # [] bool: the start was strictly feasible
+    violation: jax.Array  # [] largest constraint violation (GB/s, unit-norm rows)
+
+
+# ------------------------------------------------------------------------------------------
+# Dense linear algebra in jnp operations (no LAPACK: vmaps to elementwise work).
+
+
+def _unrolled(n: int) -> bool:
+    return n <= 16
+
+
+def _loop(n, body, init):
+    """fori_loop(0, n, body, init), unrolled in Python for small static n."""
+    if _unrolled(n):
+        for j in range(n):
+            init = body(j, init)
+        return init
+    return jax.lax.fori_loop(0, n, body, init)
+
+
+def cholesky(a: jax.Array, skip_tol: float | None = None):
+    """Lower Cholesky factor of a symmetric positive (semi)definite ``a`` [n, n].
+
+    Right-looking: column j is a's column j divided by the square root of its pivot, then
+    a -= l l^T. With ``skip_tol``, a pivot <= skip_tol * (its original diagonal) marks a
+    dependent row: its column is left zero and it is reported in ``skipped`` [n] (the
+    triangular solves then give 0 in that coordinate). Without it, pivots are floored at
+    the smallest normal number (callers scale and regularise first).
+    """
+    n = a.shape[-1]
+    idx = jnp.arange(n)
+    diag0 = jnp.diagonal(a)
+    tiny = jnp.finfo(a.dtype).tiny
+
+    def body(j, carry):
+        a, low, skipped = carry
+        col = a[:, j]
+        piv = col[j]
+        if skip_tol is None:
+            bad = jnp.asarray(False)
+            piv = jnp.maximum(piv, tiny)
+        else:
+            bad = piv <= skip_tol * jnp.maximum(diag0[j], tiny)
+            piv = jnp.where(bad, 1.0, piv)
+        root = jnp.sqrt(piv)
+        l = jnp.where(idx > j, col / root, 0.0)
+        l = jnp.where(idx == j, root, l)
+        l = jnp.where(bad, 0.0, l)
+        a = a - l[:, None] * l[None, :]
+        return a, low.at[:, j].set(l), skipped.at[j].set(bad)
+
+    init = (a, jnp.zeros_like(a), jnp.zeros((n,), bool))
+    _, low, skipped = _loop(n, body, init)
+    return low, skipped
+
+
+def solve_lower(low: jax.Array, b: jax.Array, skipped=None) -> jax.Array:
+    """x with low @ x = b (forward substitution; b [n] or [n, m])."""
+    n = low.shape[-1]
+
+    def body(j, x):
+        piv = low[j, j]
+        val = (b[j] - low[j] @ x) / jnp.where(piv != 0, piv, 1.0)
+        if skipped is not None:
+            val = jnp.where(skipped[j], 0.0, val)
+        return x.at[j].set(val)
+
+    return _loop(n, body, jnp.zeros_like(b))
+
+
+def solve_upper_t(low: jax.Array, b: jax.Array, skipped=None) -> jax.Array:
+    """x with low^T @ x = b (back substitution)."""
+    n = low.shape[-1]
+
+    def body(i, x):
+        j = n - 1 - i
+        piv = low[j, j]
+        val = (b[j] - low[:, j] @ x) / jnp.where(piv != 0, piv, 1.0)
+        if skipped is not None:
+            val = jnp.where(skipped[j], 0.0, val)
+        return x.at[j].set(val)
+
+    return _loop(n, body, jnp.zeros_like(b))
+
+
+# ------------------------------------------------------------------------------------------
+# The constraints of a problem
+
+
+def linear_rows(p: Problem, cap, cap_on):
+    """Linear inequality rows on bw, G bw <= h: [a_in | cost cap | -bw <= -lo | bw <= hi],
+    with ``on`` [M] marking rows that take part (tight rows are equalities or fixed dims,
+    all-zero rows are batch padding). Returns (g [M, D], h [M], on [M], n_gen): the first
+    n_gen rows are the user rows and the cap (the others are the box)."""
+    d = p.lo.shape[-1]
+    eye = jnp.eye(d, dtype=p.lo.dtype)
+    rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
+    safe_norm = jnp.where(rate_norm > 0, rate_norm, 1.0)
+    fixed, _ = fixed_dims(p)
+    hi_fin = jnp.isfinite(p.hi)
+    g = jnp.concatenate([p.a_in, (p.cost_rate / safe_norm)[None, :], -eye, eye])
+    h = jnp.concatenate([p.b_in, jnp.reshape(cap / safe_norm, (1,)), -p.lo,
+                         jnp.where(hi_fin, p.hi, 0.0)])
+    on = jnp.concatenate([~p.in_tight & jnp.any(p.a_in != 0, axis=1),
+                          jnp.reshape(cap_on & (rate_norm > 0), (1,)), ~fixed,
+                          hi_fin & ~fixed])
+    return g, h, on, p.a_in.shape[0] + 1
+
+
+def equality_rows(p: Problem):
+    """Equality rows on bw, E bw = f: [a_eq | tight a_in]; ``on`` [E] marks the rows that
+    take part (batch padding rows are all zero)."""
+    e = jnp.concatenate([p.a_eq, p.a_in])
+    f = jnp.concatenate([p.b_eq, p.b_in])
+    on = jnp.concatenate([jnp.any(p.a_eq != 0, axis=1), p.in_tight])
+    return e, f, on
+
+
+def fixed_dims(p: Problem):
+    """Dims the constraints fix (lower or upper bound tight on the whole set; batch padding
+    fixes its dims at 1): (mask [D], value [D])."""
+    fixed = p.lo_tight | p.hi_tight
+    value = jnp.where(p.lo_tight, p.lo, jnp.where(p.hi_tight, p.hi, 0.0))
+    return fixed, value
+
+
+def _pieces_free(p: Problem):
+    """[J] bool: pieces with no row taking part (batch padding); pinned at 0."""
+    j = p.piece_weight.shape[0]
+    count = jax.ops.segment_sum(p.row_on.astype(jnp.int32), p.row_piece, num_segments=j)
+    return count == 0
+
+
+class _Slacks(NamedTuple):
+    pair: jax.Array  # [K, D] (1 where unused)
+    row: jax.Array  # [R] (1 where off)
+    lin: jax.Array  # [M] (1 where off)
+    inside: jax.Array  # [] bool
+
+
+def _slacks(bw, tk, tj, p: Problem, g, h, g_on) -> _Slacks:
+    used = p.traffic_gb > 0
+    pos = jnp.where(used, bw[None, :], 1.0)
+    pair = jnp.where(used, tk[:, None] - p.traffic_gb / pos, 1.0)
+    r_used = p.row_on[:, None] & (p.row_gb > 0)
+    r_bw = jnp.where(r_used, bw[None, :], 1.0)
+    val = p.row_const_s + jnp.sum(jnp.where(r_used, p.row_gb / r_bw, 0.0), axis=1)
+    val = val + p.row_nest @ tj
+    row = jnp.where(p.row_on, tj[p.row_piece] - val, 1.0)
+    lin = jnp.where(g_on, h - g @ bw, 1.0)
+    inside = (jnp.all(pair > 0) & jnp.all(row > 0) & jnp.all(lin > 0) & jnp.all(pos > 0)
+              & jnp.all(r_bw > 0))
+    return _Slacks(pair, row, lin, inside)
+
+
+def _normalised_pairs(p: Problem, lam_pair):
+    """Pair multipliers rescaled so that each phase's sum is its weight (stationarity in
+    t_k)."""
+    tot = jnp.sum(lam_pair, axis=1, keepdims=True)
+    return jnp.where(tot > 0, lam_pair * (p.weight[:, None] / jnp.where(tot > 0, tot, 1.0)),
+                     0.0)
+
+
+def normalised_rows(p: Problem, lam_row):
+    """General-row multipliers rescaled so that the Lagrangian is stationary in every piece
+    variable: sum_{r in j} mu_r = w_j + sum_r mu_r nest_rj. Without nesting that is one
+    rescaling per piece; with nesting the pieces are rescaled from the last down (a piece's
+    rows nest only earlier pieces, so its requirement is final when its turn comes).
+    Returns (mu [R], ok): ok is False when a piece that needs weight has no multiplier."""
+    mu = jnp.where(p.row_on, lam_row, 0.0)
+    num = p.piece_weight.shape[0]
+    if num == 0:
+        return mu, jnp.asarray(True)
+
+    def body(i, mu):
+        j = num - 1 - i
+        need = p.piece_weight[j] + mu @ p.row_nest[:, j]
+        mine = p.row_piece == j
+        tot = jnp.sum(jnp.where(mine, mu, 0.0))
+        return jnp.where(mine, mu * jnp.where(tot > 0, need / jnp.where(tot > 0, tot, 1.0),
+                                              0.0), mu)
+
+    mu = jax.lax.fori_loop(0, num, body, mu)
+    need = p.piece_weight + mu @ p.row_nest
+    tot = jax.ops.segment_sum(mu, p.row_piece, num_segments=num)
+    ok = jnp.all(jnp.abs(tot - need) <= 1e-6 * jnp.maximum(need, 1e-30) + 1e-300)
+    return mu, ok
+
+
+def lagrangian_bound(p: Problem, lam_pair, lam_row, lam_gen, nu, cap):
+    """Certified lower bound (s) on the optimal step time, for any multipliers.
+
+    With pair / row multipliers mu >= 0 made stationary in every epigraph variable, inequality
+    multipliers lam >= 0 of the user rows and the cap (g_gen bw <= h_gen), and any nu of the
+    equality rows, weak duality gives, for every feasible bw (which lies in the box
+    B = [lo, upper], collapsed to the value on fixed dims):
+
+        step(bw) >= compute + c0 + mu_r @ c_r + sum_d min_{x in B_d} (a_d / x + c_d x)
+                    - lam @ h_gen - nu @ f,
+        a = sum_k mu_kd T_kd + mu_r @ A_rows,   c = g_gen^T lam + E^T nu,
+
+    each one-dimensional minimum in closed form (sqrt(a / c) clipped to the box, or an end).
+    """
+    g, h, _, n_gen = linear_rows(p, cap, jnp.asarray(True))
+    e, f, e_on = equality_rows(p)
+    fixed, value = fixed_dims(p)
+    mu = _normalised_pairs(p, lam_pair)
+    mu_r, rows_ok = normalised_rows(p, lam_row)
+    lam = jnp.maximum(lam_gen, 0.0)
+    nu = jnp.where(e_on, nu, 0.0)
+    a = jnp.sum(mu * p.traffic_gb, axis=0) + mu_r @ p.row_gb
+    const = p.compute_s + p.comm_const_s + mu_r @ p.row_const_s
+    c = g[:n_gen].T @ lam + e.T @ nu
+    lo = jnp.where(fixed, value, p.lo)
+    up = jnp.where(fixed, value, p.upper)
+    x_int = jnp.sqrt(jnp.where((a > 0) & (c > 0), a / jnp.where(c > 0, c, 1.0), 1.0))
+    x = jnp.where(c > 0, jnp.where(a > 0, jnp.clip(x_int, lo, up), lo), up)
+    term = jnp.where(a > 0, a / jnp.where(x > 0, x, 1.0), 0.0) + c * x
+    term = jnp.where((a > 0) & (x <= 0), jnp.inf, term)
+    return jnp.where(rows_ok, const + jnp.sum(term) - lam @ h[:n_gen] - nu @ f, -jnp.inf)
+
+
+def _start(p: Problem, cap, cap_on):
+    """Strictly feasible start: the interior point (moved towards the least-cost point when
+    the cost cap cuts it off, to halfway between the least cost and the cap), phases and
+    pieces 50% above their rows."""
+    bw0 = p.interior
+    c_int = model.network_cost_usd(bw0, p)
+    c_min = model.network_cost_usd(p.min_cost_bw, p)
+    target = 0.5 * (cap + c_min)
+    theta = jnp.clip((c_int - target) / jnp.where(c_int > c_min, c_int - c_min, 1.0), 0.0, 1.0)
+    bw0 = jnp.where(cap_on & (c_int >= cap), bw0 + theta * (p.min_cost_bw - bw0), bw0)
+    fixed, value = fixed_dims(p)
+    bw0 = jnp.where(fixed, value, bw0)
+    phase = jnp.max(model.dim_times_s(bw0, p), axis=1, initial=0.0)
+    tk = jnp.where(phase > 0, 1.5 * phase + 1e-12, 0.0)
+    num = p.piece_weight.shape[0]
+
+    def above(vals, _):
+        top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
+                                  num_segments=num)
+        top = jnp.where(top == -jnp.inf, 0.0, top)
+        return top + 0.5 * jnp.abs(top) + 1e-12
+
+    tj = jnp.where(_pieces_free(p), 0.0, model.piece_times_s(bw0, p, above))
+    return bw0, tk, tj
+
+
+# ------------------------------------------------------------------------------------------
+# The kernel
+
+
+class _State(NamedTuple):
+    bw: jax.Array  # [D]
+    tk: jax.Array  # [K] phase times
+    tj: jax.Array  # [J] piece times
+    s_pair: jax.Array  # [K, D] slacks of the pairs (independent variables)
+    s_row: jax.Array  # [R] slacks of the general rows
+    lam_pair: jax.Array
+    lam_row: jax.Array
+    lam_lin: jax.Array
+    nu: jax.Array
+    lb: jax.Array  # best Lagrangian bound so far
+    it: jax.Array
+    done: jax.Array
+    ok: jax.Array  # all finite so far
+
+
+def solve_perf(p: Problem, cap=None, cap_on=False,
+               config: IpmConfig = IpmConfig()) -> KernelOutput:
+    """Minimum step time of one problem (optionally with network cost <= ``cap``).
+
+    Pure and traceable: jit it, vmap it over problems (and caps). Nothing raises; the output
+    says whether the start was inside and whether everything stayed finite.
+    """
+    dt = p.lo.dtype
+    tiny = jnp.finfo(dt).tiny
+    cap = jnp.asarray(0.0 if cap is None else cap, dt)
+    cap_on = jnp.asarray(cap_on)
+    k, d = p.traffic_gb.shape
+    num_j = p.piece_weight.shape[0]
+    n = d + num_j
+    g, h, g_on, n_gen = linear_rows(p, cap, cap_on)
+    e, f, e_on = equality_rows(p)
+    e_full = jnp.concatenate([jnp.where(e_on[:, None], e, 0.0),
+                              jnp.zeros((e.shape[0], num_j), dt)], axis=1)  # [E, n]
+    fixed, value = fixed_dims(p)
+    pair_on = p.traffic_gb > 0
+    phase_on = jnp.any(pair_on, axis=1)
+    piece_free = _pieces_free(p)
+    r_used = p.row_on[:, None] & (p.row_gb > 0)
+    # Gradient of a row's g = -s in the pieces: nest_r - e_j(r).
+    row_dt = jnp.where(p.row_on[:, None],
+                       p.row_nest - jax.nn.one_hot(p.row_piece, num_j, dtype=dt), 0.0)
+    fix_y = jnp.concatenate([fixed, piece_free])  # [n] coordinates with a known step
+    e_y = jnp.where(fix_y[None, :], 0.0, e_full)
+    ons = (pair_on, p.row_on, g_on)
+    num_ineq = jnp.maximum(sum(jnp.sum(o) for o in ons).astype(dt), 1.0)
+
+    def true_slacks(bw, tk, tj):
+        return _slacks(bw, tk, tj, p, g, h, g_on)
+
+    def bw_grads(bw):
+        """d g / d bw of the pairs [K, D] (g = T / bw - t: -T / bw^2) and of the rows
+        [R, D] (-a / bw^2)."""
+        pos = jnp.where(pair_on, bw[None, :], 1.0)
+        rb = jnp.where(r_used, bw[None, :], 1.0)
+        return (jnp.where(pair_on, -p.traffic_gb / pos**2, 0.0),
+                jnp.where(r_used, -p.row_gb / rb**2, 0.0))
+
+    def factor(st: _State, s):
+        """Factors the reduced system at the iterate (slacks ``s`` = (pair, row, lin));
+        returns a function of the centring terms rho giving the step (db, dtk, dtj, nu)."""
+        bw = st.bw
+        gp, gr = bw_grads(bw)
+        wp, wr, wl = (jnp.where(o, lam / sl, 0.0)
+                      for lam, sl, o in zip((st.lam_pair, st.lam_row, st.lam_lin), s, ons))
+        # lam * hess g is diagonal in bw: 2 T / bw^3 (pairs), 2 a / bw^3 (rows).
+        hess_b = (jnp.sum(st.lam_pair * 2.0 * (-gp) / jnp.where(pair_on, bw, 1.0), axis=0)
+                  + jnp.sum(st.lam_row[:, None] * 2.0 * (-gr) / jnp.where(r_used, bw, 1.0),
+                            axis=0))
+        # Each phase variable couples only with bw: block h_k, coupling cpl [K, D].
+        h_k = jnp.where(phase_on, jnp.sum(wp, axis=1), 1.0)
+        cpl = -wp * gp  # w (d g / d bw) (d g / d t_k) = w T / bw^2
+        s_bb = (jnp.diag(hess_b + jnp.sum(wp * gp**2, axis=0)) + (g * wl[:, None]).T @ g
+                - (cpl / h_k[:, None]).T @ cpl)
+        q = jnp.concatenate([gr, row_dt], axis=1)  # [R, n] row gradients in (bw, pieces)
+        s_full = ((q * wr[:, None]).T @ q).at[:d, :d].add(s_bb)
+        # Fixed coordinates: identity rows and columns; their known steps move to the
+        # right-hand side through the columns of s_full.
+        s_mat = jnp.where(fix_y[:, None] | fix_y[None, :], 0.0, s_full)
+        s_mat = s_mat + jnp.diag(jnp.where(fix_y, 1.0, 0.0))
+        scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(s_mat), tiny))
+        s_til = scale[:, None] * s_mat * scale[None, :] + jnp.diag(
+            jnp.full((n,), 10 * jnp.finfo(dt).eps, dt))
+        low, _ = cholesky(s_til)
+        w_mat = solve_lower(low, (e_y * scale[None, :]).T)  # [n, E]
+        m_low, m_skip = cholesky(w_mat.T @ w_mat, skip_tol=100 * jnp.finfo(dt).eps)
+        y_fix = jnp.where(fix_y, jnp.concatenate([value - bw, -st.tj]), 0.0)
+        r_p = jnp.where(e_on, f - e @ bw, 0.0) - e_full @ y_fix
+        couple = s_full @ y_fix
+
+        def solve(rho_pair, rho_row, rho_lin):
+            # Right-hand side -grad f - sum_i rho_i grad g_i in (bw, t_k, pieces).
+            r_b = -jnp.sum(rho_pair * gp, axis=0) - rho_row @ gr - g.T @ rho_lin
+            r_k = jnp.where(phase_on, -p.weight + jnp.sum(rho_pair, axis=1), -st.tk)
+            r_j = -p.piece_weight - rho_row @ row_dt
+            r_y = jnp.concatenate([r_b - cpl.T @ (r_k / h_k), r_j])  # phases eliminated
+            r_y = jnp.where(fix_y, 0.0, r_y - couple)
+            v = solve_lower(low, scale * r_y)
+            nu = solve_upper_t(m_low, solve_lower(m_low, w_mat.T @ v - r_p, m_skip), m_skip)
+            y = jnp.where(fix_y, y_fix, scale * solve_upper_t(low, v - w_mat @ nu))
+            db, dtj = y[:d], y[d:]
+            dtk = jnp.where(phase_on, (r_k - cpl @ db) / h_k, -st.tk)
+            return (db, dtk, dtj), nu
+
+        def slack_steps(db, dtk, dtj, r_g):
+            """ds = -r_g - grad g . dz for (pairs, rows, linear rows)."""
+            return (jnp.where(pair_on, dtk[:, None] - gp * db[None, :] - r_g[0], 0.0),
+                    jnp.where(p.row_on, -(gr @ db + row_dt @ dtj) - r_g[1], 0.0),
+                    jnp.where(g_on, -(g @ db), 0.0))
+
+        return solve, slack_steps, (wp, wr, wl)
+
+    def ratio(x, dx, on):
+        """Largest alpha with x + alpha dx >= 0 over the entries ``on`` (inf if none)."""
+        neg = on & (dx < 0)
+        return jnp.min(jnp.where(neg, -x / jnp.where(neg, dx, -1.0), jnp.inf), initial=jnp.inf)
+
+    def max_step(s, ds, lam, dlam):
+        return jnp.min(jnp.stack([ratio(a, b, o) for a, b, o in zip(s, ds, ons)]
+                                 + [ratio(a, b, o) for a, b, o in zip(lam, dlam, ons)]))
+
+    def step(st: _State) -> _State:
+        true = true_slacks(st.bw, st.tk, st.tj)
+        s = (st.s_pair, st.s_row, true.lin)  # linear rows: their slacks stay exact
+        # Residuals r_g = g(z) + s of the nonlinear rows (g = -true slack).
+        r_g = (jnp.where(pair_on, st.s_pair - true.pair, 0.0),
+               jnp.where(p.row_on, st.s_row - true.row, 0.0))
+        lam = (st.lam_pair, st.lam_row, st.lam_lin)
+        solve, slack_steps, w = factor(st, s)
+        comp = sum(jnp.sum(jnp.where(o, a * b, 0.0)) for a, b, o in zip(lam, s, ons))
+        mu = comp / num_ineq
+
+        def direction(target, corr):
+            """Step for complementarity target (sigma mu) and corrector terms corr."""
+            rho = tuple(jnp.where(o, (target - c + a * rg) / sl, 0.0)
+                        for c, a, rg, sl, o in zip(corr, lam, r_g + (0.0,), s, ons))
+            dz, nu = solve(*rho)
+            ds = slack_steps(*dz, r_g)
+            dlam = tuple(jnp.where(o, (target - c - a * x) / sl - a, 0.0)
+                         for c, a, x, sl, o in zip(corr, lam, ds, s, ons))
+            return dz, nu, ds, dlam
+
+        zeros = tuple(jnp.zeros_like(a) for a in lam)
+        _, _, ds_aff, dl_aff = direction(0.0, zeros)
+        a_aff = jnp.minimum(1.0, max_step(s, ds_aff, lam, dl_aff))
+        comp_aff = sum(jnp.sum(jnp.where(o, (a + a_aff * x) * (b + a_aff * y), 0.0))
+                       for a, x, b, y, o in zip(lam, dl_aff, s, ds_aff, ons))
+        sigma = jnp.clip((comp_aff / jnp.maximum(comp, tiny)) ** 3, 0.0, 1.0)
+        corr = tuple(x * y for x, y in zip(ds_aff, dl_aff))
+        (db, dtk, dtj), nu, ds, dlam = direction(sigma * mu, corr)
+        # The pairs' and rows' linearisation of a / bw holds within a relative neighbourhood
+        # of bw: no used dim may shrink below (1 - shrink) of its value in one step.
+        free_b = ~fixed & (jnp.any(pair_on, axis=0) | jnp.any(r_used, axis=0))
+        a_bw = ratio(config.max_shrink * st.bw, db, free_b)
+        alpha = jnp.minimum(1.0, jnp.minimum(config.step_fraction * max_step(s, ds, lam, dlam),
+                                             a_bw))
+        bw, tk, tj = st.bw + alpha * db, st.tk + alpha * dtk, st.tj + alpha * dtj
+        new_lam = [jnp.where(o, jnp.maximum(a + alpha * x, tiny), 0.0)
+                   for a, x, o in zip(lam, dlam, ons)]
+        s_pair = jnp.where(pair_on, jnp.maximum(st.s_pair + alpha * ds[0], tiny), 1.0)
+        s_row = jnp.where(p.row_on, jnp.maximum(st.s_row + alpha * ds[1], tiny), 1.0)
+        lb = lagrangian_bound(p, new_lam[0], new_lam[1], new_lam[2][:n_gen], nu, cap)
+        step_now = model.step_time_s(bw, p)
+        resid = jnp.max(jnp.where(e_on, jnp.abs(e @ bw - f), 0.0), initial=0.0)
+        scale_bw = jnp.maximum(jnp.sum(p.upper), tiny)
+        finite = (jnp.all(jnp.isfinite(bw)) & jnp.all(jnp.isfinite(tk))
+                  & jnp.all(jnp.isfinite(tj)) & jnp.isfinite(step_now)
+                  & jnp.all(jnp.isfinite(s_pair)) & jnp.all(jnp.isfinite(s_row)))
+        best_lb = jnp.where(finite & (lb == lb), jnp.maximum(lb, st.lb), st.lb)
+        certified = ((step_now - best_lb <= config.gap_tol * jnp.abs(best_lb))
+                     & (resid <= 1e3 * jnp.finfo(dt).eps * scale_bw))
+        if DEBUG:
+            jax.debug.print("it {i} a_aff {aa:.3g} sig {s:.3g} mu {m:.3g} alpha {a:.3g} "
+                            "step {st:.12g} lb {lb:.12g} resid {r:.3g}", i=st.it, aa=a_aff,
+                            s=sigma, m=mu, a=alpha, st=step_now, lb=lb, r=resid)
+
+        def pick(new, old):
+            return jnp.where(finite, new, old)
+
+        return _State(
+            bw=pick(bw, st.bw), tk=pick(tk, st.tk), tj=pick(tj, st.tj),
+            s_pair=pick(s_pair, st.s_pair), s_row=pick(s_row, st.s_row),
+            lam_pair=pick(new_lam[0], st.lam_pair), lam_row=pick(new_lam[1], st.lam_row),
+            lam_lin=pick(new_lam[2], st.lam_lin), nu=pick(nu, st.nu), lb=best_lb,
+            it=st.it + 1, done=certified | ~finite | (alpha <= 0), ok=st.ok & finite)
+
+    bw0, tk0, tj0 = _start(p, cap, cap_on)
+    sl0 = true_slacks(bw0, tk0, tj0)
+    obj0 = p.weight @ tk0 + p.piece_weight @ tj0
+    mu0 = jnp.maximum(obj0, tiny) / num_ineq
+    lam0 = [jnp.where(o, mu0 / sl, 0.0) for sl, o in zip((sl0.pair, sl0.row, sl0.lin), ons)]
+    init = _State(bw=bw0, tk=tk0, tj=tj0, s_pair=sl0.pair, s_row=sl0.row,
+                  lam_pair=lam0[0], lam_row=lam0[1], lam_lin=lam0[2],
+                  nu=jnp.zeros(e.shape[0], dt), lb=jnp.asarray(-jnp.inf, dt),
+                  it=jnp.asarray(0, jnp.int32), done=~sl0.inside, ok=jnp.asarray(True))
+    final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
+    step_s = model.step_time_s(final.bw, p)
+    rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
+    cap_viol = jnp.where(cap_on & (rate_norm > 0),
+                         (model.network_cost_usd(final.bw, p) - cap)
+                         / jnp.where(rate_norm > 0, rate_norm, 1.0), 0.0)
+    viol = jnp.maximum(model.max_violation(final.bw, p), cap_viol)
+    return KernelOutput(
+        bw=final.bw, step_s=step_s, lb_s=final.lb, lam_pair=final.lam_pair,
+        lam_row=final.lam_row, lam_lin=final.lam_lin, nu=final.nu, iterations=final.it,
+        finite=final.ok & jnp.isfinite(step_s), started_inside=sl0.inside, violation=viol)
