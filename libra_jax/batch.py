@@ -1,17 +1,35 @@
-"""Batched `perf` solves: pad to bucket sizes, stack, one compiled call per bucket.
+"""The batch engine: many `perf` problems through one vmapped interior-point kernel.
 
-Problems of different sizes (dims D, phases K, inequality rows I, equality rows E) are padded
-on the host with neutral values (jraph's pad-to-fixed-size idea) so that every problem in a
-bucket has the same shapes, and a bucket is one compiled, vmapped call:
+Every batched solve in the package (scans, the mapping co-search, the chunk-count search, the
+perf_per_cost cost levels, multi-workload solves) goes through `solve_batch` (a list of
+problems of any sizes) or `solve_stacked` (one `Problem` whose leaves carry a leading batch
+axis, e.g. from `problem.problems_from_stacked`). The kernel is `ipm.solve_perf` under
+``jax.vmap``: it has no LAPACK call (its Cholesky factorisations are jnp operations), so the
+batch is elementwise work across problems, SIMD on a CPU and coalesced on a GPU.
 
-  * a padded dimension has no traffic, cost rate 0, and is fixed at 1 GB/s by an equality
-    (its lower bound is marked tight), so it moves nothing and costs nothing;
-  * a padded phase has no traffic (its epigraph variable is pinned at 0, see barrier.py);
-  * a padded inequality row is 0 <= 1 (slack 1, zero gradient), a padded equality 0 == 0.
+Shapes and compilations. Problems are padded on the host with neutral values to a bucket
+(D, K, I, E, J, R) (jraph's pad-to-fixed-size idea):
 
-Sizes are rounded up to powers of two, so the number of compilations is bounded by the number
-of distinct (D, K, I, E) buckets, not by the number of problems; results come back in input
-order. Padding never changes a result (tested: batched == single).
+  * a padded dimension has no traffic, cost rate 0, and is fixed at 1 GB/s (its lower bound
+    is marked tight), so it moves nothing and costs nothing;
+  * a padded phase or piece has no traffic and no rows (its time variable is pinned at 0);
+  * a padded inequality row is 0 <= 1 and a padded equality 0 == 0; neither takes part.
+
+D is kept exact up to 4 and then rounded to 6, 8, 16, ...; the other sizes are rounded up to
+powers of two (K at least 4). The batch axis is padded too: a bucket's problems run in
+chunks whose sizes come from a fixed ladder (16, 128, 1024, 8192, ... up to ``max_chunk``),
+so a call with another number of problems reuses compiled code. Compilations are at most
+(buckets used) x (chunk sizes used), never one per call; `compiled_programs` counts them.
+
+Certification. The kernel stops when its Lagrangian bound (`ipm.lagrangian_bound`) certifies
+the gap; where it does not (rare: degenerate problems on which the closed-form bound is
+weak), the tangent-plane LP of `certificate.py` is solved on the host, as single solves do,
+and the number of such problems is reported (`BatchResult.host_certified`).
+
+float32. ``dtype=np.float32`` runs the kernel in float32 (TPUs have no float64; GPUs run
+float32 at twice the rate or more); the step time, the violation and the bound (from the
+float32 multipliers, valid for any multipliers) are then evaluated in float64, and a result is
+``ok`` at a certified gap <= 1e-4 and a relative violation <= 1e-6 (float32 rounding).
 """
 
 from __future__ import annotations
@@ -23,123 +41,176 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.barrier import BarrierConfig
+from libra_jax import ipm
+from libra_jax import objective as model
 from libra_jax.certificate import tangent_lp_bound
 from libra_jax.problem import Problem
-from libra_jax.solve import GAP_TOL, VIOLATION_TOL, _perf_core
 from libra_jax.types import STATUS_NAMES, Status
 
+GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
+VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok (float64)
+TOLERANCES = {np.dtype(np.float64): (GAP_TOL, VIOLATION_TOL),
+              np.dtype(np.float32): (1e-4, 1e-6)}
+CHUNK_LADDER = (16, 128, 1024, 8192, 65536, 524288)
 
-def _bucket(n: int, minimum: int = 1) -> int:
-    """Smallest power of two >= max(n, minimum)."""
+
+def default_max_chunk() -> int:
+    """Largest chunk per device call: 1024 problems on CPUs (larger chunks fall out of the
+    caches: 8192 ran 30-60% slower per problem on 2 cores), 65536 on accelerators."""
+    return 1024 if jax.default_backend() == "cpu" else 65536
+
+
+def _round_dims(d: int) -> int:
+    if d <= 4:
+        return max(d, 1)
+    return 6 if d <= 6 else 1 << (d - 1).bit_length()
+
+
+def _pow2(n: int, minimum: int = 0) -> int:
     n = max(n, minimum)
-    return 1 << (n - 1).bit_length()
+    return 0 if n == 0 else 1 << (n - 1).bit_length()
+
+
+def exact_shape(p: Problem) -> tuple[int, ...]:
+    """(D, K, I, E, J, R) of a problem (or of a stacked batch: trailing axes)."""
+    k, d = p.traffic_gb.shape[-2:]
+    return (d, k, p.a_in.shape[-2], p.a_eq.shape[-2], p.piece_weight.shape[-1],
+            p.row_piece.shape[-1])
 
 
 def bucket_shape(p: Problem) -> tuple[int, ...]:
-    """(D, K, I, E, J, R) bucket of a problem (J pieces and R rows of a general model)."""
-    k, d = p.traffic_gb.shape
-    return (_bucket(d), _bucket(k), _bucket(p.a_in.shape[0]), _bucket(p.a_eq.shape[0]),
-            _bucket(p.piece_weight.shape[0]), _bucket(p.row_piece.shape[0]))
+    """The padded (D, K, I, E, J, R) a problem is solved at."""
+    d, k, i, e, j, r = exact_shape(p)
+    return (_round_dims(d), _pow2(k, 4), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
 
 
-def _block(x, rows, cols):
-    """x [r, c] zero-padded to [rows, cols]."""
-    x = np.asarray(x, np.float64)
-    out = np.zeros((rows, cols))
-    out[: x.shape[0], : x.shape[1]] = x
-    return out
+def _pad_axis(x: np.ndarray, axis: int, size: int, fill) -> np.ndarray:
+    if x.shape[axis] == size:
+        return x
+    width = [(0, 0)] * x.ndim
+    width[axis] = (0, size - x.shape[axis])
+    return np.pad(x, width, constant_values=fill)
 
 
-def pad_problem(p: Problem, shape: tuple[int, ...]) -> Problem:
-    """Pads a problem with neutral entries to the (D, K, I, E, J, R) ``shape`` (numpy, host)."""
-    d_pad, k_pad, i_pad, e_pad, j_pad, r_pad = shape
-    k, d = p.traffic_gb.shape
-    i, e = p.a_in.shape[0], p.a_eq.shape[0]
-    j, r = p.piece_weight.shape[0], p.row_piece.shape[0]
-    size = (d, k, i, e, j, r)
-    if any(a > b for a, b in zip(size, shape)):
-        raise ValueError(f"problem of size {size} does not fit the bucket {shape}")
+def pad_stacked(p: Problem, shape: tuple[int, ...]) -> Problem:
+    """Pads a stacked batch ``p`` (leaves [B, ...], numpy) to ``shape`` = (D, K, I, E, J, R)
+    with the neutral entries of the module docstring, all problems at once."""
+    d, k, i, e, j, r = shape
+    if any(a > b for a, b in zip(exact_shape(p), shape)):
+        raise ValueError(f"problems of size {exact_shape(p)} do not fit the bucket {shape}")
 
     def vec(x, n, fill):
-        x = np.asarray(x)
-        return np.concatenate([x, np.full((n - x.shape[0],), fill, x.dtype)])
+        return _pad_axis(np.asarray(x), 1, n, fill)
 
     def mat(x, rows, cols):
-        return _block(np.asarray(x, np.float64).reshape(-1, d), rows, cols)
+        return _pad_axis(_pad_axis(np.asarray(x, np.float64), 1, rows, 0.0), 2, cols, 0.0)
 
     return Problem(
-        traffic_gb=mat(p.traffic_gb, k_pad, d_pad),
-        weight=vec(p.weight, k_pad, 0.0),
-        compute_s=np.asarray(p.compute_s, np.float64),
-        cost_rate=vec(p.cost_rate, d_pad, 0.0),
-        lo=vec(p.lo, d_pad, 1.0),
-        hi=vec(p.hi, d_pad, np.inf),
-        upper=vec(p.upper, d_pad, 1.0),
-        a_eq=mat(p.a_eq, e_pad, d_pad),
-        b_eq=vec(p.b_eq, e_pad, 0.0),
-        a_in=mat(p.a_in, i_pad, d_pad),
-        b_in=vec(p.b_in, i_pad, 1.0),
-        lo_tight=vec(p.lo_tight, d_pad, True),
-        hi_tight=vec(p.hi_tight, d_pad, False),
-        in_tight=vec(p.in_tight, i_pad, False),
-        interior=vec(p.interior, d_pad, 1.0),
-        min_cost_bw=vec(p.min_cost_bw, d_pad, 1.0),
+        traffic_gb=mat(p.traffic_gb, k, d), weight=vec(p.weight, k, 0.0),
+        compute_s=np.asarray(p.compute_s, np.float64), cost_rate=vec(p.cost_rate, d, 0.0),
+        lo=vec(p.lo, d, 1.0), hi=vec(p.hi, d, np.inf), upper=vec(p.upper, d, 1.0),
+        a_eq=mat(p.a_eq, e, d), b_eq=vec(p.b_eq, e, 0.0),
+        a_in=mat(p.a_in, i, d), b_in=vec(p.b_in, i, 1.0),
+        lo_tight=vec(p.lo_tight, d, True), hi_tight=vec(p.hi_tight, d, False),
+        in_tight=vec(p.in_tight, i, False), interior=vec(p.interior, d, 1.0),
+        min_cost_bw=vec(p.min_cost_bw, d, 1.0),
         total_bw_gbps=np.asarray(p.total_bw_gbps, np.float64),
-        piece_weight=vec(p.piece_weight, j_pad, 0.0),
-        row_piece=vec(np.asarray(p.row_piece, np.int32), r_pad, 0),
-        row_const_s=vec(p.row_const_s, r_pad, 0.0),
-        row_gb=mat(p.row_gb, r_pad, d_pad),
-        row_nest=_block(p.row_nest, r_pad, j_pad),
-        row_on=vec(p.row_on, r_pad, False),
-        comm_const_s=np.asarray(p.comm_const_s, np.float64),
-        has_cost=False,
+        piece_weight=vec(p.piece_weight, j, 0.0),
+        row_piece=vec(np.asarray(p.row_piece, np.int32), r, 0),
+        row_const_s=vec(p.row_const_s, r, 0.0), row_gb=mat(p.row_gb, r, d),
+        row_nest=mat(p.row_nest, r, j), row_on=vec(p.row_on, r, False),
+        comm_const_s=np.asarray(p.comm_const_s, np.float64), has_cost=False,
     )
 
 
 def stack(problems: list[Problem]) -> Problem:
-    """Stacks same-shape problems along a new leading batch axis."""
+    """Stacks same-shape problems along a new leading batch axis (numpy leaves)."""
+    problems = [dataclasses.replace(q, has_cost=False) for q in problems]
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *problems)
 
 
+def take(p: Problem, idx) -> Problem:
+    """The problems ``idx`` of a stacked batch."""
+    return jax.tree.map(lambda x: np.asarray(x)[idx], p)
+
+
+def unstack(p: Problem, i: int) -> Problem:
+    """Problem ``i`` of a stacked batch (its own sizes are those of the batch)."""
+    return jax.tree.map(lambda x: np.asarray(x)[i], p)
+
+
+def chunk_plan(n: int, max_chunk: int) -> list[int]:
+    """Chunk sizes (from `CHUNK_LADDER`, at most ``max_chunk``) covering ``n`` problems:
+    full chunks of the largest size, then the rest by smaller sizes, the last one padded."""
+    ladder = [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
+    plan, left = [], n
+    for size in reversed(ladder):
+        while left >= size:
+            plan.append(size)
+            left -= size
+    if left > 0:
+        plan.append(next(c for c in ladder if c >= left))
+    return plan
+
+
 @functools.partial(jax.jit, static_argnames="config")
-def solve_stacked(p: Problem, dim_valid: jax.Array,
-                  config: BarrierConfig = BarrierConfig()) -> dict:
-    """jit(lax.map(perf solve)) over a stacked batch ``p`` with ``dim_valid`` [B, D] (False on
-    padded dims). Returns arrays with a leading batch axis: bw [B, D], step_s, lb_s, gap,
-    violation (relative to the total bandwidth, as for single solves), status (codes)."""
+def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
+    return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
 
-    def one(q, valid):
-        out = _perf_core(q, jnp.asarray(0.0, q.lo.dtype), False, q.interior, config)
-        gap = jnp.maximum(out["step_s"] - out["lb_s"], 0.0) / out["lb_s"]
-        gap = jnp.where(out["lb_s"] > 0, gap, jnp.inf)
-        scale = jnp.maximum(jnp.sum(jnp.where(valid, q.upper, 0.0)), 1e-300)
-        rel_viol = jnp.maximum(out["violation"], 0.0) / scale
-        status = jnp.where(
-            ~out["started_inside"], Status.INFEASIBLE,
-            jnp.where(~out["finite"], Status.NONFINITE,
-                      jnp.where((gap <= GAP_TOL) & (rel_viol <= VIOLATION_TOL),
-                                Status.OK, Status.NOT_CONVERGED)))
-        return dict(bw=out["bw"], step_s=out["step_s"], lb_s=out["lb_s"], gap=gap,
-                    violation=rel_viol, status=status)
 
-    # lax.map, not vmap: a vmapped SVD / LU becomes jaxlib's batched LAPACK kernel, whose
-    # parallel batch map intermittently deadlocked in XLA:CPU's thread pool (jax 0.10, seen
-    # in a native stack). Problems of a chunk run one after another inside one compiled call;
-    # sharding still splits the chunk over devices.
-    return jax.lax.map(lambda args: one(*args), (p, dim_valid))
+@jax.jit
+def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
+    """Step time, bound and violation of a (float32) kernel result, in float64."""
+
+    def one(q, o, c, on):
+        n_gen = q.a_in.shape[0] + 1
+        bw = o.bw.astype(q.lo.dtype)
+        cast = lambda x: x.astype(q.lo.dtype)  # noqa: E731
+        lb = ipm.lagrangian_bound(q, cast(o.lam_pair), cast(o.lam_row),
+                                  cast(o.lam_lin)[:n_gen], cast(o.nu), c)
+        rate_norm = jnp.sqrt(jnp.sum(q.cost_rate**2))
+        cap_viol = jnp.where(on & (rate_norm > 0), (model.network_cost_usd(bw, q) - c)
+                             / jnp.where(rate_norm > 0, rate_norm, 1.0), 0.0)
+        viol = jnp.maximum(model.max_violation(bw, q), cap_viol)
+        return bw, model.step_time_s(bw, q), lb, viol
+
+    return jax.vmap(one)(p, out, cap, cap_on)
+
+
+def compiled_programs() -> int:
+    """How many kernel programs (bucket x chunk size x dtype x config) are compiled."""
+    return _kernel._cache_size() + _evaluate_f64._cache_size()
+
+
+def status_codes(started_inside, finite, gap, rel_viol, gap_tol, viol_tol):
+    """The status rule, elementwise (numpy or jnp): infeasible start, non-finite, ok
+    (certified gap and violation within tolerance), else not converged."""
+    xp = jnp if isinstance(gap, jax.Array) else np
+    return xp.where(~started_inside, int(Status.INFEASIBLE),
+                    xp.where(~finite, int(Status.NONFINITE),
+                             xp.where((gap <= gap_tol) & (rel_viol <= viol_tol),
+                                      int(Status.OK), int(Status.NOT_CONVERGED))))
+
+
+def relative_gap(step, lb):
+    """(step - lb) / lb, +inf where the bound is not positive (numpy)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(lb > 0, np.maximum(step - lb, 0.0) / np.where(lb > 0, lb, 1.0),
+                        np.inf)
 
 
 @dataclasses.dataclass
 class BatchResult:
     """Per-problem results in input order (numpy)."""
 
-    bandwidth_gbps: list  # [B] arrays of each problem's own D
+    bandwidth_gbps: list | np.ndarray  # [B] arrays of each problem's own D (or [B, D])
     step_time_ns: np.ndarray  # [B]
     lower_bound_ns: np.ndarray  # [B] certified lower bound of the optimal step time
     optimality_gap: np.ndarray  # [B]
-    max_violation: np.ndarray  # [B] relative
+    max_violation: np.ndarray  # [B] relative to the sum of the dims' largest bandwidths
     status: list  # [B] status names
+    iterations: np.ndarray  # [B] interior-point iterations
+    host_certified: int = 0  # problems whose certificate needed the host LP
 
     def __len__(self):
         return len(self.status)
@@ -154,68 +225,133 @@ def _shard(tree, devices):
     return jax.device_put(tree, spec)
 
 
-def solve_batch(problems: list[Problem], config: BarrierConfig = BarrierConfig(),
-                chunk: int | None = None, devices: list | None = None,
-                certify_on_host: bool = True) -> BatchResult:
-    """Solves many `perf` problems of any sizes; results in input order.
+def _cast(p: Problem, dtype) -> Problem:
+    return jax.tree.map(
+        lambda x: np.asarray(x, dtype) if np.issubdtype(np.asarray(x).dtype, np.floating)
+        else np.asarray(x), p)
+
+
+def _run_bucket(p: Problem, cap, cap_on, *, dtype, max_chunk, devices, config):
+    """Solves a padded stacked bucket in ladder-sized chunks; returns numpy arrays
+    (bw [B, D], step_s, lb_s, violation, iterations, finite, started_inside)."""
+    n = p.lo.shape[0]
+    ndev = len(devices)
+    outs, start = [], 0
+    for size in chunk_plan(n, max_chunk):
+        size = -(-size // ndev) * ndev
+        idx = np.arange(start, start + size)
+        idx = np.where(idx < n, idx, start)  # the last chunk repeats its first problem
+        part, c, on = take(p, idx), cap[idx], cap_on[idx]
+        low = _cast(part, dtype)
+        args = _shard((low, c.astype(dtype), on), devices)
+        out = _kernel(*args, config)
+        if np.dtype(dtype) != np.float64:
+            bw, step, lb, viol = _evaluate_f64(*_shard((part, out, c, on), devices))
+        else:
+            bw, step, lb, viol = out.bw, out.step_s, out.lb_s, out.violation
+        got = jax.device_get((bw, step, lb, viol, out.iterations, out.finite,
+                              out.started_inside))
+        keep = min(size, n - start)
+        outs.append([np.asarray(x)[:keep] for x in got])
+        start += keep
+    return [np.concatenate(cols) for cols in zip(*outs)]
+
+
+def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, scale, dtype,
+            certify_on_host):
+    """Gaps, statuses and the host certificate for what the in-kernel bound left open."""
+    gap_tol, viol_tol = TOLERANCES[np.dtype(dtype)]
+    step = step_s * 1e9
+    lb = lb_s * 1e9
+    gap = relative_gap(step, lb)
+    rel_viol = np.maximum(viol, 0.0) / scale
+    finite = finite & np.isfinite(step)
+    codes = status_codes(inside, finite, gap, rel_viol, gap_tol, viol_tol)
+    host = 0
+    if certify_on_host:
+        for i in np.nonzero(codes == int(Status.NOT_CONVERGED))[0]:
+            host += 1
+            cap = float(caps[i]) if np.isfinite(caps[i]) else None
+            bound = tangent_lp_bound(problems_for_host(i), bw[i], cap)[0] * 1e9
+            if np.isfinite(bound) and bound > lb[i]:
+                lb[i] = bound
+                gap[i] = relative_gap(step[i], bound)
+            codes[i] = status_codes(inside[i], finite[i], gap[i], rel_viol[i], gap_tol,
+                                    viol_tol)
+    status = [STATUS_NAMES[Status(int(c))] for c in codes]
+    return step, lb, gap, rel_viol, status, host
+
+
+def solve_stacked(p: Problem, *, caps=None, dtype=np.float64, chunk: int | None = None,
+                  devices=None, certify_on_host: bool = True,
+                  config: ipm.IpmConfig = ipm.IpmConfig()) -> BatchResult:
+    """Solves a stacked batch (leaves [B, ...], one shape; e.g. `problem.problems_from_stacked`).
 
     Args:
-      problems: problems from `problem.build_problem` / `problem_from_arrays`.
-      config: barrier settings (static).
-      chunk: at most this many problems per device call (memory bound); None = whole bucket.
-        A bucket's last partial chunk is padded by repeating a problem, so chunks of one
-        bucket share one compilation.
-      devices: devices to shard each chunk's batch axis over (default: all local devices:
-        the GPUs, or the CPU devices made by
-        XLA_FLAGS=--xla_force_host_platform_device_count=N). Chunks are rounded up to a
-        multiple of their number.
-      certify_on_host: where the in-jit Lagrangian bound does not certify a result (it is
-        weaker than the tangent LP on some degenerate problems, e.g. one used dimension),
-        compute the tangent-LP certificate of `certificate.py` on the host, as single solves
-        do, so that batched and single statuses agree. Costs one small LP per such problem.
+      p: the problems, stacked.
+      caps: optional [B] network cost caps ($); NaN = no cap.
+      dtype: np.float64 (default) or np.float32 for the kernel (see module docstring).
+      chunk: most problems per device call (default `default_max_chunk`).
+      devices: devices to shard each chunk over (default: all local devices).
+      certify_on_host: certify on the host what the in-kernel bound could not.
+      config: the kernel's loop settings (static).
+
+    Returns:
+      `BatchResult` with ``bandwidth_gbps`` [B, D].
+    """
+    devices = jax.local_devices() if devices is None else list(devices)
+    n = p.lo.shape[0]
+    caps = np.full(n, np.nan) if caps is None else np.asarray(caps, np.float64)
+    cap_on = np.isfinite(caps)
+    d = p.lo.shape[-1]
+    scale = np.maximum(np.sum(np.asarray(p.upper, np.float64), axis=-1), 1e-300)
+    padded = pad_stacked(p, bucket_shape(p))
+    bw, step_s, lb_s, viol, iters, finite, inside = _run_bucket(
+        padded, np.where(cap_on, caps, 0.0), cap_on, dtype=dtype,
+        max_chunk=chunk or default_max_chunk(), devices=devices, config=config)
+    bw = bw[:, :d]
+    step, lb, gap, rel_viol, status, host = _finish(
+        lambda i: unstack(p, i), caps, bw, step_s, lb_s, viol, finite, inside, scale, dtype,
+        certify_on_host)
+    return BatchResult(bw, step, lb, gap, rel_viol, status, iters, host)
+
+
+def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
+                chunk: int | None = None, devices=None, certify_on_host: bool = True,
+                config: ipm.IpmConfig = ipm.IpmConfig()) -> BatchResult:
+    """Solves many `perf` problems of any sizes; results in input order.
+
+    Problems are grouped by bucket (`bucket_shape`), stacked and padded per group of equal
+    sizes, and each bucket runs through `solve_stacked`'s chunked kernel. Arguments as for
+    `solve_stacked`; ``bandwidth_gbps`` is a list of each problem's own [D] vector.
     """
     devices = jax.local_devices() if devices is None else list(devices)
     n = len(problems)
-    bw: list = [None] * n
-    step = np.empty(n)
-    lb = np.empty(n)
-    gap = np.empty(n)
-    viol = np.empty(n)
-    status: list = [None] * n
-    buckets: dict[tuple, list[int]] = {}
-    for idx, p in enumerate(problems):
-        buckets.setdefault(bucket_shape(p), []).append(idx)
-    for shape, idxs in buckets.items():
-        size = chunk or len(idxs)
-        size = -(-size // len(devices)) * len(devices)
-        for start in range(0, len(idxs), size):
-            part = idxs[start:start + size]
-            padded = [pad_problem(problems[i], shape) for i in part]
-            padded += [padded[0]] * (size - len(part))
-            valid = np.zeros((size, shape[0]), bool)
-            for j, i in enumerate(part):
-                valid[j, : problems[i].num_dims] = True
-            valid[len(part):] = valid[0]
-            batch = _shard((stack(padded), valid), devices)
-            out = jax.device_get(solve_stacked(*batch, config))
-            for j, i in enumerate(part):
-                d = problems[i].num_dims
-                bw[i] = np.asarray(out["bw"][j][:d])
-                step[i] = out["step_s"][j] * 1e9
-                lb[i] = out["lb_s"][j] * 1e9
-                gap[i] = out["gap"][j]
-                viol[i] = out["violation"][j]
-                code = Status(int(out["status"][j]))
-                if code == Status.NOT_CONVERGED and certify_on_host:
-                    code, lb[i], gap[i] = _certify(problems[i], bw[i], step[i], viol[i])
-                status[i] = STATUS_NAMES[code]
-    return BatchResult(bw, step, lb, gap, viol, status)
-
-
-def _certify(p: Problem, bw, step_ns, rel_viol):
-    """The tangent-LP certificate (as single solves use) for a result the in-jit bound could
-    not certify; returns (status, lower bound ns, gap)."""
-    lb = tangent_lp_bound(p, bw)[0] * 1e9
-    gap = max(step_ns - lb, 0.0) / lb if lb > 0 else float("inf")
-    ok = gap <= GAP_TOL and rel_viol <= VIOLATION_TOL
-    return (Status.OK if ok else Status.NOT_CONVERGED), lb, gap
+    caps = np.full(n, np.nan) if caps is None else np.asarray(caps, np.float64)
+    groups: dict[tuple, dict[tuple, list[int]]] = {}
+    for idx, q in enumerate(problems):
+        groups.setdefault(bucket_shape(q), {}).setdefault(exact_shape(q), []).append(idx)
+    cols = [np.empty(n) for _ in range(4)]
+    bw_list: list = [None] * n
+    iters = np.zeros(n, np.int64)
+    finite = np.zeros(n, bool)
+    inside = np.zeros(n, bool)
+    for shape, by_size in groups.items():
+        order = [i for idxs in by_size.values() for i in idxs]
+        stacked = [pad_stacked(stack([problems[i] for i in idxs]), shape)
+                   for idxs in by_size.values()]
+        bucket = jax.tree.map(lambda *xs: np.concatenate(xs), *stacked)
+        c = caps[order]
+        out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
+                          dtype=dtype, max_chunk=chunk or default_max_chunk(),
+                          devices=devices, config=config)
+        for j, i in enumerate(order):
+            bw_list[i] = out[0][j, : problems[i].num_dims]
+        for col, vals in zip(cols, out[1:4]):
+            col[order] = vals
+        iters[order], finite[order], inside[order] = out[4], out[5], out[6]
+    scale = np.array([max(float(np.sum(np.asarray(q.upper))), 1e-300) for q in problems])
+    step, lb, gap, rel_viol, status, host = _finish(
+        lambda i: problems[i], caps, bw_list, cols[0], cols[1], cols[2], finite, inside,
+        scale, dtype, certify_on_host)
+    return BatchResult(bw_list, step, lb, gap, rel_viol, status, iters, host)

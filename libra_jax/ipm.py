@@ -64,6 +64,7 @@ class IpmConfig(NamedTuple):
 
     max_iter: int = 80  # most predictor-corrector iterations
     gap_tol: float = 1e-9  # stop when the in-kernel bound certifies this relative gap
+    #   (at least 100 machine epsilons: 1.2e-5 in float32)
     step_fraction: float = 0.99  # fraction to the boundary
     max_shrink: float = 0.5  # most relative decrease of a used bandwidth in one step
 
@@ -346,7 +347,6 @@ class _State(NamedTuple):
     lb: jax.Array  # best Lagrangian bound so far
     it: jax.Array
     done: jax.Array
-    ok: jax.Array  # all finite so far
 
 
 def solve_perf(p: Problem, cap=None, cap_on=False,
@@ -358,6 +358,8 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     """
     dt = p.lo.dtype
     tiny = jnp.finfo(dt).tiny
+    eps = jnp.finfo(dt).eps
+    gap_tol = max(config.gap_tol, 100 * float(jnp.finfo(dt).eps))  # float32: 1.2e-5
     cap = jnp.asarray(0.0 if cap is None else cap, dt)
     cap_on = jnp.asarray(cap_on)
     k, d = p.traffic_gb.shape
@@ -502,8 +504,10 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
                   & jnp.all(jnp.isfinite(tj)) & jnp.isfinite(step_now)
                   & jnp.all(jnp.isfinite(s_pair)) & jnp.all(jnp.isfinite(s_row)))
         best_lb = jnp.where(finite & (lb == lb), jnp.maximum(lb, st.lb), st.lb)
-        certified = ((step_now - best_lb <= config.gap_tol * jnp.abs(best_lb))
-                     & (resid <= 1e3 * jnp.finfo(dt).eps * scale_bw))
+        certified = ((step_now - best_lb <= gap_tol * jnp.abs(best_lb))
+                     & (resid <= 1e3 * eps * scale_bw))
+        # Complementarity at the precision's floor: no further progress is possible.
+        floor = mu * num_ineq <= eps * jnp.abs(step_now)
         if DEBUG:
             jax.debug.print("it {i} a_aff {aa:.3g} sig {s:.3g} mu {m:.3g} alpha {a:.3g} "
                             "step {st:.12g} lb {lb:.12g} resid {r:.3g}", i=st.it, aa=a_aff,
@@ -517,7 +521,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             s_pair=pick(s_pair, st.s_pair), s_row=pick(s_row, st.s_row),
             lam_pair=pick(new_lam[0], st.lam_pair), lam_row=pick(new_lam[1], st.lam_row),
             lam_lin=pick(new_lam[2], st.lam_lin), nu=pick(nu, st.nu), lb=best_lb,
-            it=st.it + 1, done=certified | ~finite | (alpha <= 0), ok=st.ok & finite)
+            it=st.it + 1, done=certified | floor | ~finite | (alpha <= 0))
 
     bw0, tk0, tj0 = _start(p, cap, cap_on)
     sl0 = true_slacks(bw0, tk0, tj0)
@@ -527,7 +531,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     init = _State(bw=bw0, tk=tk0, tj=tj0, s_pair=sl0.pair, s_row=sl0.row,
                   lam_pair=lam0[0], lam_row=lam0[1], lam_lin=lam0[2],
                   nu=jnp.zeros(e.shape[0], dt), lb=jnp.asarray(-jnp.inf, dt),
-                  it=jnp.asarray(0, jnp.int32), done=~sl0.inside, ok=jnp.asarray(True))
+                  it=jnp.asarray(0, jnp.int32), done=~sl0.inside)
     final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
     step_s = model.step_time_s(final.bw, p)
     rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
@@ -538,4 +542,5 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     return KernelOutput(
         bw=final.bw, step_s=step_s, lb_s=final.lb, lam_pair=final.lam_pair,
         lam_row=final.lam_row, lam_lin=final.lam_lin, nu=final.nu, iterations=final.it,
-        finite=final.ok & jnp.isfinite(step_s), started_inside=sl0.inside, violation=viol)
+        finite=jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.bw)),
+        started_inside=sl0.inside, violation=viol)
