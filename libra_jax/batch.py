@@ -282,13 +282,61 @@ def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, sca
     return step, lb, gap, rel_viol, status, host
 
 
-def solve_stacked(p: Problem, *, caps=None, dtype=np.float64, chunk: int | None = None,
-                  devices=None, certify_on_host: bool = True,
+def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify_on_host,
+                  config):
+    """Solves stacked groups (each one shape); groups of one bucket share device calls.
+    Returns (bw list of [B_g, D_g] arrays, then per-problem columns in group order)."""
+    devices = jax.local_devices() if devices is None else list(devices)
+    sizes = [g.lo.shape[0] for g in groups]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    n = int(offsets[-1])
+    caps = np.full(n, np.nan) if caps is None else np.asarray(caps, np.float64).reshape(n)
+    by_bucket: dict[tuple, list[int]] = {}
+    for gi, g in enumerate(groups):
+        by_bucket.setdefault(bucket_shape(g), []).append(gi)
+    cols = [np.empty(n) for _ in range(3)]
+    iters = np.zeros(n, np.int64)
+    finite = np.zeros(n, bool)
+    inside = np.zeros(n, bool)
+    bws: list = [None] * len(groups)
+    for shape, gis in by_bucket.items():
+        order = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in gis])
+        bucket = jax.tree.map(lambda *xs: np.concatenate(xs),
+                              *[pad_stacked(groups[g], shape) for g in gis])
+        c = caps[order]
+        out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
+                          dtype=dtype, max_chunk=chunk or default_max_chunk(),
+                          devices=devices, config=config)
+        start = 0
+        for g in gis:
+            bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]
+            start += sizes[g]
+        for col, vals in zip(cols, out[1:4]):
+            col[order] = vals
+        iters[order], finite[order], inside[order] = out[4], out[5], out[6]
+    scale = np.concatenate([np.maximum(np.sum(np.asarray(g.upper, np.float64), axis=-1),
+                                       1e-300) for g in groups]) if groups else np.ones(0)
+    group_of = np.repeat(np.arange(len(groups)), sizes)
+
+    def host_problem(i):
+        g = int(group_of[i])
+        return unstack(groups[g], i - int(offsets[g]))
+
+    bw_rows = [row for b in bws for row in b]
+    step, lb, gap, rel_viol, status, host = _finish(
+        host_problem, caps, bw_rows, cols[0], cols[1], cols[2], finite, inside, scale, dtype,
+        certify_on_host)
+    return bws, BatchResult(bw_rows, step, lb, gap, rel_viol, status, iters, host)
+
+
+def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
+                  chunk: int | None = None, devices=None, certify_on_host: bool = True,
                   config: ipm.IpmConfig = ipm.IpmConfig()) -> BatchResult:
-    """Solves a stacked batch (leaves [B, ...], one shape; e.g. `problem.problems_from_stacked`).
+    """Solves stacked problems (leaves [B, ...]; e.g. `problem.problems_from_stacked`).
 
     Args:
-      p: the problems, stacked.
+      p: one stacked batch (one shape), or a list of them (each of one shape; results in
+        list order, the batches of one bucket sharing device calls).
       caps: optional [B] network cost caps ($); NaN = no cap.
       dtype: np.float64 (default) or np.float32 for the kernel (see module docstring).
       chunk: most problems per device call (default `default_max_chunk`).
@@ -297,23 +345,15 @@ def solve_stacked(p: Problem, *, caps=None, dtype=np.float64, chunk: int | None 
       config: the kernel's loop settings (static).
 
     Returns:
-      `BatchResult` with ``bandwidth_gbps`` [B, D].
+      `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
+      each problem's [D] vector.
     """
-    devices = jax.local_devices() if devices is None else list(devices)
-    n = p.lo.shape[0]
-    caps = np.full(n, np.nan) if caps is None else np.asarray(caps, np.float64)
-    cap_on = np.isfinite(caps)
-    d = p.lo.shape[-1]
-    scale = np.maximum(np.sum(np.asarray(p.upper, np.float64), axis=-1), 1e-300)
-    padded = pad_stacked(p, bucket_shape(p))
-    bw, step_s, lb_s, viol, iters, finite, inside = _run_bucket(
-        padded, np.where(cap_on, caps, 0.0), cap_on, dtype=dtype,
-        max_chunk=chunk or default_max_chunk(), devices=devices, config=config)
-    bw = bw[:, :d]
-    step, lb, gap, rel_viol, status, host = _finish(
-        lambda i: unstack(p, i), caps, bw, step_s, lb_s, viol, finite, inside, scale, dtype,
-        certify_on_host)
-    return BatchResult(bw, step, lb, gap, rel_viol, status, iters, host)
+    groups = [p] if isinstance(p, Problem) else list(p)
+    bws, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
+                             certify_on_host=certify_on_host, config=config)
+    if isinstance(p, Problem):
+        res.bandwidth_gbps = bws[0]
+    return res
 
 
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
@@ -321,37 +361,22 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 config: ipm.IpmConfig = ipm.IpmConfig()) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
-    Problems are grouped by bucket (`bucket_shape`), stacked and padded per group of equal
-    sizes, and each bucket runs through `solve_stacked`'s chunked kernel. Arguments as for
-    `solve_stacked`; ``bandwidth_gbps`` is a list of each problem's own [D] vector.
+    Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
+    through the same chunked kernel calls. Arguments as for `solve_stacked`;
+    ``bandwidth_gbps`` is a list of each problem's own [D] vector.
     """
-    devices = jax.local_devices() if devices is None else list(devices)
     n = len(problems)
-    caps = np.full(n, np.nan) if caps is None else np.asarray(caps, np.float64)
-    groups: dict[tuple, dict[tuple, list[int]]] = {}
+    by_size: dict[tuple, list[int]] = {}
     for idx, q in enumerate(problems):
-        groups.setdefault(bucket_shape(q), {}).setdefault(exact_shape(q), []).append(idx)
-    cols = [np.empty(n) for _ in range(4)]
-    bw_list: list = [None] * n
-    iters = np.zeros(n, np.int64)
-    finite = np.zeros(n, bool)
-    inside = np.zeros(n, bool)
-    for shape, by_size in groups.items():
-        order = [i for idxs in by_size.values() for i in idxs]
-        stacked = [pad_stacked(stack([problems[i] for i in idxs]), shape)
-                   for idxs in by_size.values()]
-        bucket = jax.tree.map(lambda *xs: np.concatenate(xs), *stacked)
-        c = caps[order]
-        out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
-                          dtype=dtype, max_chunk=chunk or default_max_chunk(),
-                          devices=devices, config=config)
-        for j, i in enumerate(order):
-            bw_list[i] = out[0][j, : problems[i].num_dims]
-        for col, vals in zip(cols, out[1:4]):
-            col[order] = vals
-        iters[order], finite[order], inside[order] = out[4], out[5], out[6]
-    scale = np.array([max(float(np.sum(np.asarray(q.upper))), 1e-300) for q in problems])
-    step, lb, gap, rel_viol, status, host = _finish(
-        lambda i: problems[i], caps, bw_list, cols[0], cols[1], cols[2], finite, inside,
-        scale, dtype, certify_on_host)
-    return BatchResult(bw_list, step, lb, gap, rel_viol, status, iters, host)
+        by_size.setdefault(exact_shape(q), []).append(idx)
+    order = [i for idxs in by_size.values() for i in idxs]
+    caps = None if caps is None else np.asarray(caps, np.float64)[order]
+    groups = [stack([problems[i] for i in idxs]) for idxs in by_size.values()]
+    _, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
+                           certify_on_host=certify_on_host, config=config)
+    inv = np.empty(n, int)
+    inv[order] = np.arange(n)
+    return BatchResult([res.bandwidth_gbps[j] for j in inv], res.step_time_ns[inv],
+                       res.lower_bound_ns[inv], res.optimality_gap[inv],
+                       res.max_violation[inv], [res.status[j] for j in inv],
+                       res.iterations[inv], res.host_certified)

@@ -47,7 +47,7 @@ DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "libra_inputs"
 
 OBJECTIVES = ("perf", "perf_per_cost")
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
-SOLVER_METHODS = ("barrier", "optax")
+SOLVER_METHODS = ("ipm", "optax")
 TOTAL_BW_MODES = ("eq", "le")
 
 
@@ -109,7 +109,7 @@ class ConstraintsConfig:
 class SolverConfig:
     """Which optimiser runs (see README "How the solver works")."""
 
-    method: str = "barrier"  # barrier (Newton interior point, default) | optax (first order)
+    method: str = "ipm"  # ipm (primal-dual interior point, default) | optax (first order)
 
 
 @dataclasses.dataclass
@@ -293,7 +293,7 @@ def to_inputs(
     if c.solver.method == "optax" and c.objective != "perf":
         raise LibraInputError(
             f"solver.method=optax supports objective=perf only (got objective={c.objective}); "
-            "use solver.method=barrier for perf_per_cost."
+            "use solver.method=ipm for perf_per_cost."
         )
     _check_choice("constraints.total_bw_mode", c.constraints.total_bw_mode, TOTAL_BW_MODES)
     source = _network_source(c.network)
@@ -460,10 +460,10 @@ def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
             f"objective={c.objective} is not used with workloads; choose multi_objective "
             "(sum_time | sum_time_x_cost | worst_slowdown) and leave objective=perf."
         )
-    if c.solver.method != "barrier":
+    if c.solver.method != "ipm":
         raise LibraInputError(
             f"solver.method={c.solver.method} is not supported with workloads; use "
-            "solver.method=barrier."
+            "solver.method=ipm."
         )
     if c.multi_objective == "sum_time_x_cost" and c.cost_model.file is None:
         raise LibraInputError(

@@ -63,7 +63,7 @@ class IpmConfig(NamedTuple):
     """Static loop lengths and tolerances (hashable: a change recompiles)."""
 
     max_iter: int = 80  # most predictor-corrector iterations
-    gap_tol: float = 1e-9  # stop when the in-kernel bound certifies this relative gap
+    gap_tol: float = 1e-12  # stop when the in-kernel bound certifies this relative gap
     #   (at least 100 machine epsilons: 1.2e-5 in float32)
     step_fraction: float = 0.99  # fraction to the boundary
     max_shrink: float = 0.5  # most relative decrease of a used bandwidth in one step
@@ -165,6 +165,31 @@ def solve_upper_t(low: jax.Array, b: jax.Array, skipped=None) -> jax.Array:
         return x.at[j].set(val)
 
     return _loop(n, body, jnp.zeros_like(b))
+
+
+def row_basis(e: jax.Array, tol: float = 1e-9):
+    """Orthonormal basis of the row space of ``e`` [E, n] by modified Gram-Schmidt.
+
+    Returns (q [E, n], r [E, E] lower triangular, dependent [E]) with e = r @ q; a row that
+    depends on earlier ones (its remainder <= tol of its norm) gets a zero row of q, a zero
+    column of r and ``dependent`` True (triangular solves with r skip it).
+    """
+    m = e.shape[0]
+    norms = jnp.sqrt(jnp.sum(e**2, axis=1))
+
+    def body(j, carry):
+        q, r, dep = carry
+        coef = q @ e[j]  # [E]: zero for rows not yet built
+        v = e[j] - coef @ q
+        nv = jnp.sqrt(jnp.sum(v**2))
+        bad = nv <= tol * jnp.maximum(norms[j], jnp.finfo(e.dtype).tiny)
+        q = q.at[j].set(jnp.where(bad, 0.0, v / jnp.where(bad, 1.0, nv)))
+        r = r.at[j].set(jnp.where(jnp.arange(m) < j, coef, 0.0)).at[j, j].set(
+            jnp.where(bad, 0.0, nv))
+        return q, r, dep.at[j].set(bad)
+
+    init = (jnp.zeros_like(e), jnp.zeros((m, m), e.dtype), jnp.zeros((m,), bool))
+    return _loop(m, body, init)
 
 
 # ------------------------------------------------------------------------------------------
@@ -379,6 +404,8 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
                        p.row_nest - jax.nn.one_hot(p.row_piece, num_j, dtype=dt), 0.0)
     fix_y = jnp.concatenate([fixed, piece_free])  # [n] coordinates with a known step
     e_y = jnp.where(fix_y[None, :], 0.0, e_full)
+    q_eq, r_eq, eq_dep = row_basis(e_y)
+    proj = jnp.eye(n, dtype=dt) - q_eq.T @ q_eq
     ons = (pair_on, p.row_on, g_on)
     num_ineq = jnp.maximum(sum(jnp.sum(o) for o in ons).astype(dt), 1.0)
 
@@ -415,14 +442,18 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         # right-hand side through the columns of s_full.
         s_mat = jnp.where(fix_y[:, None] | fix_y[None, :], 0.0, s_full)
         s_mat = s_mat + jnp.diag(jnp.where(fix_y, 1.0, 0.0))
-        scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(s_mat), tiny))
-        s_til = scale[:, None] * s_mat * scale[None, :] + jnp.diag(
-            jnp.full((n,), 10 * jnp.finfo(dt).eps, dt))
-        low, _ = cholesky(s_til)
-        w_mat = solve_lower(low, (e_y * scale[None, :]).T)  # [n, E]
-        m_low, m_skip = cholesky(w_mat.T @ w_mat, skip_tol=100 * jnp.finfo(dt).eps)
+        # Equalities by their fixed orthonormal row basis q_eq (E y = R q_eq y): the step is
+        # y = q_eq^T a + z with R a = r_p and z in the null space, where z solves the
+        # positive definite (P S P + c q_eq^T q_eq) z = P (r - S q_eq^T a), P = I - q_eq^T q_eq.
+        c_eq = jnp.sum(jnp.diagonal(s_mat)) / n
+        a_mat = proj @ s_mat @ proj + c_eq * (q_eq.T @ q_eq)
+        scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(a_mat), tiny))
+        a_til = scale[:, None] * a_mat * scale[None, :] + jnp.diag(
+            jnp.full((n,), 10 * eps, dt))
+        low, _ = cholesky(a_til)
         y_fix = jnp.where(fix_y, jnp.concatenate([value - bw, -st.tj]), 0.0)
         r_p = jnp.where(e_on, f - e @ bw, 0.0) - e_full @ y_fix
+        a_p = solve_lower(r_eq, r_p, eq_dep)
         couple = s_full @ y_fix
 
         def solve(rho_pair, rho_row, rho_lin):
@@ -432,9 +463,12 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             r_j = -p.piece_weight - rho_row @ row_dt
             r_y = jnp.concatenate([r_b - cpl.T @ (r_k / h_k), r_j])  # phases eliminated
             r_y = jnp.where(fix_y, 0.0, r_y - couple)
-            v = solve_lower(low, scale * r_y)
-            nu = solve_upper_t(m_low, solve_lower(m_low, w_mat.T @ v - r_p, m_skip), m_skip)
-            y = jnp.where(fix_y, y_fix, scale * solve_upper_t(low, v - w_mat @ nu))
+            y_p = q_eq.T @ a_p
+            z = scale * solve_upper_t(low, solve_lower(low, scale * (proj @ (r_y - s_mat @ y_p))))
+            y = y_p + z
+            # nu from E^T nu = r - S y, projected on the row basis: R^T nu = q_eq (r - S y).
+            nu = solve_upper_t(r_eq, q_eq @ (r_y - s_mat @ y), eq_dep)
+            y = jnp.where(fix_y, y_fix, y)
             db, dtj = y[:d], y[d:]
             dtk = jnp.where(phase_on, (r_k - cpl @ db) / h_k, -st.tk)
             return (db, dtk, dtj), nu

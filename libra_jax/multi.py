@@ -45,6 +45,7 @@ import numpy as np
 
 from libra_jax import objective as model
 from libra_jax import solve as solve_mod
+from libra_jax.batch import solve_batch
 from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize, empty_rows
 from libra_jax.problem import ConstraintSpec, Problem, problem_from_arrays
 from libra_jax.types import STATUS_NAMES, LibraInputError
@@ -285,7 +286,7 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
         scale = float(np.max(own_s))
         weights = theta * scale / own_s  # sum_i theta_i step_i / own_i, times scale
         lb_problem = merge_problems(problems, weights, cost_rates_usd_per_gbps, spec)
-        r = solve_mod.solve(lb_problem, "perf", config)
+        r = solve_mod.solve(lb_problem, "perf")
         if r.lower_bound is not None and math.isfinite(r.lower_bound):
             lb = r.lower_bound / 1e9 / scale
         # The weighted-sum design is feasible too: keep it if it is better.
@@ -345,13 +346,13 @@ def solve_multi(
             "multi_objective = sum_time_x_cost needs a cost model: set cost_model.file."
         )
     merged = merge_problems(problems, w, cost_rates_usd_per_gbps, spec)
-    own = [solve_mod.solve(p, "perf", config) for p in problems]
+    own_batch = solve_batch(problems)  # every workload's own optimum in one engine call
+    own = [solve_mod.result_from_batch(p, own_batch, i) for i, p in enumerate(problems)]
     own_s = np.array([r.step_time_ns for r in own]) / 1e9
     scale = solve_mod._scale(merged)
 
     if objective in ("sum_time", "sum_time_x_cost"):
-        r = solve_mod.solve(merged, "perf" if objective == "sum_time" else "perf_per_cost",
-                            config)
+        r = solve_mod.solve(merged, "perf" if objective == "sum_time" else "perf_per_cost")
         bw = np.asarray(r.bandwidth_gbps, np.float64)
         value = r.step_time_ns if objective == "sum_time" else r.time_x_cost
         lb, gap, status, viol = r.lower_bound, r.optimality_gap, r.status, r.max_violation

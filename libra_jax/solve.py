@@ -1,15 +1,12 @@
 """Solvers: certified `perf` optimum, global `perf_per_cost` optimum, equal-split baseline.
 
-perf (convex). The epigraph problem of `barrier.py` is solved by an interior-point method in
-float64. Its multipliers give a Lagrangian lower bound, evaluated in closed form with the box
-[lo, upper] kept as the domain (``upper`` is the largest bandwidth the constraints allow):
-
-    LB = compute + sum_d min_{x in [lo_d, upper_d]} (a_d / x + c_d x) - lam @ h - nu @ f,
-    a_d = sum_k mu_kd traffic_kd  (mu_k rescaled so that sum_d mu_kd = weight_k),
-    c   = G^T lam + E^T nu.
-
-Any multipliers of the right signs give a valid bound (weak duality), so the reported
-``optimality_gap = (value - LB) / LB`` bounds (value - optimum) / optimum whatever the iterate.
+perf (convex). One problem goes through the batch engine (`batch.solve_batch`, the
+interior-point kernel of `ipm.py`) as a batch of one: single and batched solves are the same
+computation. The kernel's multipliers give a Lagrangian lower bound in closed form
+(`ipm.lagrangian_bound`), and where that does not certify the result the tangent-plane LP of
+`certificate.py` does; any multipliers of the right signs give a valid bound (weak duality), so
+the reported ``optimality_gap = (value - LB) / LB`` bounds (value - optimum) / optimum
+whatever the iterate.
 
 perf_per_cost (not convex). Let v(c) be the optimal step time with network cost <= c; it is
 convex and non-increasing, and min_bw time x cost = min_c c v(c) over [c_min, c_perf] (least
@@ -21,8 +18,8 @@ bound. Levels are added where that bound is lowest (a 1-D cutting-plane method),
 vmapped batch per round, until the bound meets the best time x cost found.
 
 Baseline. The equal split of the total bandwidth, or, where the constraints forbid it, its
-Euclidean projection onto the feasible set (a QP, solved by the same barrier method and
-polished on the active set).
+Euclidean projection onto the feasible set (a QP, solved by the barrier method of
+`barrier.py` and polished on the active set).
 """
 
 from __future__ import annotations
@@ -37,14 +34,15 @@ import numpy as np
 
 from libra_jax import objective as model
 from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize, empty_rows
+from libra_jax.batch import (GAP_TOL, VIOLATION_TOL, solve_batch, solve_stacked, stack,
+                             status_codes)
 from libra_jax.certificate import tangent_lp_bound
+from libra_jax.ipm import IpmConfig
 from libra_jax.problem import Problem
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status
 
 jax.config.update("jax_enable_x64", True)
 
-GAP_TOL = 1e-6  # relative optimality gap required for status ok
-VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok
 
 
 @dataclasses.dataclass
@@ -111,156 +109,13 @@ def _project_affine(x, e, f, e_on):
     return x - jnp.linalg.pinv(e) @ r
 
 
-def _perf_obj(z, weight):
-    return weight @ z[z.shape[0] - weight.shape[0]:]
-
-
-def _normalised(mu, group, weight):
-    """Rescales multipliers mu [R] >= 0 so that each group's sum is its weight (the
-    stationarity of the Lagrangian in that group's epigraph variable)."""
-    tot = jax.ops.segment_sum(mu, group, num_segments=weight.shape[0])
-    scale = jnp.where(tot > 0, weight / jnp.where(tot > 0, tot, 1.0), 0.0)
-    return mu * scale[group]
-
-
-def _row_multipliers(p: Problem, mu_row):
-    """General-row multipliers rescaled so that the Lagrangian is stationary in every piece
-    variable: sum_{r in j} mu_r = w_j + sum_r mu_r nest_rj. Without nesting that is one
-    rescaling per piece; with nesting the pieces are rescaled from the last down (a piece's
-    rows nest only earlier pieces, so its requirement is final when its turn comes).
-    Returns (mu [R], ok): ok is False when a piece that needs weight has no multiplier."""
-    mu = jnp.where(p.row_on, mu_row, 0.0)
-    num = p.piece_weight.shape[0]
-    if num == 0:
-        return mu, jnp.asarray(True)
-
-    def body(i, mu):
-        j = num - 1 - i
-        need = p.piece_weight[j] + mu @ p.row_nest[:, j]
-        mine = p.row_piece == j
-        tot = jnp.sum(jnp.where(mine, mu, 0.0))
-        return jnp.where(mine, mu * jnp.where(tot > 0, need / jnp.where(tot > 0, tot, 1.0),
-                                              0.0), mu)
-
-    nested = jnp.any(p.row_nest != 0)
-    mu = jax.lax.cond(nested, lambda: jax.lax.fori_loop(0, num, body, mu),
-                      lambda: _normalised(mu, p.row_piece, p.piece_weight))
-    need = p.piece_weight + mu @ p.row_nest
-    tot = jax.ops.segment_sum(mu, p.row_piece, num_segments=num)
-    ok = jnp.all(jnp.abs(tot - need) <= 1e-12 * jnp.maximum(need, 1.0))
-    return mu, ok
-
-
-def _dual_bound(p: Problem, mu_epi, mu_row, lam_gen, g_gen, h_gen, nu, e, f):
-    """Closed-form Lagrangian lower bound (s) of the step time; see the module docstring.
-
-    With multipliers mu >= 0 of the epigraph rows (LIBRA pairs and general rows), scaled per
-    epigraph variable to sum to its weight, the Lagrangian is
-    compute + c0 + mu @ c + sum_d (a_d / bw_d + c_d bw_d) - lam @ h - nu @ f, minimised over
-    the box [lo, upper] one dimension at a time.
-    """
-    tot = jnp.sum(mu_epi, axis=1, keepdims=True)
-    mu = jnp.where(tot > 0, mu_epi * (p.weight[:, None] / jnp.where(tot > 0, tot, 1.0)), 0.0)
-    mu_r, rows_ok = _row_multipliers(p, mu_row)
-    a = jnp.sum(mu * p.traffic_gb, axis=0) + mu_r @ p.row_gb
-    const = p.compute_s + p.comm_const_s + mu_r @ p.row_const_s
-    c = g_gen.T @ lam_gen + e.T @ nu
-    lo, up = p.lo, p.upper
-    x_int = jnp.sqrt(jnp.where((a > 0) & (c > 0), a / jnp.where(c > 0, c, 1.0), 1.0))
-    x = jnp.where(c > 0, jnp.where(a > 0, jnp.clip(x_int, lo, up), lo), up)
-    term = jnp.where(a > 0, a / jnp.where(x > 0, x, 1.0), 0.0) + c * x
-    term = jnp.where((a > 0) & (x <= 0), jnp.inf, term)
-    return jnp.where(rows_ok, const + jnp.sum(term) - lam_gen @ h_gen - nu @ f, -jnp.inf)
-
-
-def _inputs_finite(p: Problem) -> jax.Array:
-    """True when the problem's numbers are finite (inf is allowed only in ``hi``)."""
-    leaves = [p.traffic_gb, p.weight, p.compute_s, p.cost_rate, p.lo, p.upper, p.a_eq, p.b_eq,
-              p.a_in, p.b_in, p.interior, p.piece_weight, p.row_const_s, p.row_gb,
-              p.row_nest, p.comm_const_s]
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-
-
-def _perf_core(p: Problem, cap, cap_on, bw0, config: BarrierConfig):
-    """One perf solve (optionally with network cost <= cap). Pure; jit/vmap friendly."""
-    d, k = p.traffic_gb.shape[1], p.traffic_gb.shape[0]
-    n_t = k + p.piece_weight.shape[0]  # epigraph variables: LIBRA phases, then pieces
-    g, h, g_on, e, f, e_on = _rows(p, cap, cap_on)
-    # With a cost cap below the interior point's cost, move towards the cheapest point until
-    # the cost is halfway between the least cost and the cap (strictly inside both).
-    c_int = model.network_cost_usd(bw0, p)
-    c_min = model.network_cost_usd(p.min_cost_bw, p)
-    target = 0.5 * (cap + c_min)
-    theta = jnp.clip((c_int - target) / jnp.where(c_int > c_min, c_int - c_min, 1.0), 0.0, 1.0)
-    bw0 = jnp.where(cap_on & (c_int >= cap), bw0 + theta * (p.min_cost_bw - bw0), bw0)
-    bw0 = _project_affine(bw0, e, f, e_on)
-    zeros = jnp.zeros((g.shape[0], n_t), g.dtype)
-    data = BarrierData(
-        g=jnp.concatenate([g, zeros], axis=1),
-        h=h,
-        g_on=g_on,
-        e=jnp.concatenate([e, jnp.zeros((e.shape[0], n_t), e.dtype)], axis=1),
-        f=f,
-        e_on=e_on,
-        epi_traffic=p.traffic_gb,
-        epi_on=p.traffic_gb > 0,
-        row_a=p.row_gb,
-        row_c=p.row_const_s,
-        row_t=k + p.row_piece,
-        row_m=jnp.concatenate([jnp.zeros((p.row_nest.shape[0], k), p.row_nest.dtype),
-                               p.row_nest], axis=1),
-        row_on=p.row_on,
-    )
-    t0 = 1.5 * jnp.max(model.dim_times_s(bw0, p), axis=1, initial=0.0) + 1e-12
-    # Pieces: above their largest row (rows may have negative constants, hence the abs).
-    num = p.piece_weight.shape[0]
-
-    def above(vals, _):  # each piece above its largest row, nested pieces included
-        top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
-                                  num_segments=num)
-        top = jnp.where(top == -jnp.inf, 0.0, top)
-        return top + 0.5 * jnp.abs(top) + 1e-12
-
-    tj = model.piece_times_s(bw0, p, above)
-    weight = jnp.concatenate([p.weight, p.piece_weight])
-    res = barrier_minimize(_perf_obj, weight, jnp.concatenate([bw0, t0, tj]), data, config)
-    bw = res.z[:d]
-    n_gen = p.a_in.shape[0] + 1  # user inequality rows and the cost cap
-    lam_gen = res.lam[:n_gen]
-    lb = _dual_bound(p, res.mu_epi, res.mu_row, lam_gen, g[:n_gen], h[:n_gen], res.nu, e, f)
-    step = model.step_time_s(bw, p)
-    rate_norm = jnp.maximum(jnp.linalg.norm(p.cost_rate), 1e-300)
-    cap_viol = jnp.where(cap_on, (model.network_cost_usd(bw, p) - cap) / rate_norm, 0.0)
-    viol = jnp.maximum(model.max_violation(bw, p), cap_viol)
-    return dict(
-        bw=bw, step_s=step, lb_s=lb,
-        centred=res.centred,
-        finite=res.finite & jnp.isfinite(step) & _inputs_finite(p),
-        started_inside=res.started_inside | ~_inputs_finite(p),  # bad numbers: non-finite
-        violation=viol, newton_steps=res.newton_steps,
-    )
-
-
-@functools.partial(jax.jit, static_argnames="config")
-def _perf_jit(p, cap, cap_on, bw0, config=BarrierConfig()):
-    return _perf_core(p, cap, cap_on, bw0, config)
-
-
-@functools.partial(jax.jit, static_argnames="config")
-def _perf_levels_jit(p, caps, config=BarrierConfig()):
-    # lax.map rather than vmap: see batch.solve_stacked (batched LAPACK kernels deadlocked).
-    return jax.lax.map(lambda c: _perf_core(p, c, True, p.interior, config), caps)
-
-
 def _status(finite, gap, rel_viol, started_inside=True) -> Status:
-    """ok means certified: finite, gap <= GAP_TOL and violation <= VIOLATION_TOL."""
-    if not started_inside:
-        return Status.INFEASIBLE
-    if not finite:
-        return Status.NONFINITE
-    if gap is not None and gap <= GAP_TOL and rel_viol <= VIOLATION_TOL:
-        return Status.OK
-    return Status.NOT_CONVERGED
+    """ok means certified: finite, gap <= GAP_TOL and violation <= VIOLATION_TOL (the rule of
+    `batch.status_codes`)."""
+    gap = np.inf if gap is None else gap
+    return Status(int(status_codes(np.asarray(started_inside), np.asarray(finite),
+                                   np.asarray(gap), np.asarray(rel_viol), GAP_TOL,
+                                   VIOLATION_TOL)))
 
 
 def _scale(p: Problem) -> float:
@@ -295,28 +150,16 @@ def result_from_batch(p: Problem, out, i: int, seconds: float = float("nan")) ->
                    float(out.lower_bound_ns[i]), float(out.max_violation[i]), seconds)
 
 
-def _perf(p: Problem, config: BarrierConfig):
-    out = jax.device_get(_perf_jit(p, 0.0, False, p.interior, config))
-    # Both bounds are valid; keep the better finite one (a NaN must not win a comparison).
-    bounds = [float(out["lb_s"]), tangent_lp_bound(p, out["bw"])[0]]
-    lb = max([b for b in bounds if np.isfinite(b)], default=-np.inf)
-    step = float(out["step_s"])
-    gap = max(step - lb, 0.0) / lb if lb > 0 else float("inf")
-    rel_viol = max(float(out["violation"]), 0.0) / _scale(p)
-    status = _status(bool(out["finite"]), gap, rel_viol, bool(out["started_inside"]))
-    return out, gap, lb, rel_viol, status
-
-
-def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierConfig(),
-          *, method: str = "barrier", max_rounds: int = 40, batch: int = 16) -> SolveResult:
+def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
+          *, method: str = "ipm", max_rounds: int = 40, batch: int = 16) -> SolveResult:
     """Solves one problem on the host. Never raises for numerical trouble: see ``status``.
 
     Args:
       p: the problem (`problem.build_problem`).
       objective: "perf" (minimise step time) or "perf_per_cost" (minimise time x cost).
-      method: "barrier" (Newton interior point) or "optax" (first-order, `first_order.py`,
-        perf only); both report the certified gap of `certificate.tangent_lp_bound`.
-      config: barrier loop settings.
+      method: "ipm" (the interior-point kernel of the batch engine, `ipm.py`) or "optax"
+        (first-order, `first_order.py`, perf only); both report a certified gap.
+      config: interior-point loop settings.
       max_rounds: cutting-plane rounds for perf_per_cost.
       batch: cost levels solved per vmapped round for perf_per_cost.
 
@@ -327,22 +170,23 @@ def solve(p: Problem, objective: str = "perf", config: BarrierConfig = BarrierCo
         raise LibraInputError(
             f"objective = {objective!r}: unknown; choose 'perf' or 'perf_per_cost'."
         )
-    if method not in ("barrier", "optax"):
-        raise LibraInputError(f"solver.method = {method!r}: choose 'barrier' or 'optax'.")
+    if method not in ("ipm", "optax"):
+        raise LibraInputError(f"solver.method = {method!r}: choose 'ipm' or 'optax'.")
     start = time.perf_counter()
     if method == "optax":
         if objective != "perf":
             raise LibraInputError("solver.method = 'optax' supports objective = perf only.")
         return _perf_optax(p, start)
-    out, gap, lb, rel_viol, status = _perf(p, config)
-    if objective == "perf":
-        return _result(p, "perf", status, out["bw"], gap, lb * 1e9, rel_viol,
-                       time.perf_counter() - start)
-    if not p.has_cost:
+    if objective == "perf_per_cost" and not p.has_cost:
         raise LibraInputError(
             "objective = perf_per_cost needs a cost model: set cost_model.file."
         )
-    return _perf_per_cost(p, out, lb, config, start, max_rounds, batch)
+    out = solve_batch([p], config=config)
+    perf = result_from_batch(p, out, 0)
+    if objective == "perf":
+        perf.solve_seconds = time.perf_counter() - start
+        return perf
+    return _perf_per_cost(p, perf, config, start, max_rounds, batch)
 
 
 def _perf_optax(p: Problem, start: float) -> SolveResult:
@@ -359,16 +203,17 @@ def _perf_optax(p: Problem, start: float) -> SolveResult:
     return _result(p, "perf", status, bw, gap, lb * 1e9, rel_viol, time.perf_counter() - start)
 
 
-def _perf_per_cost(p, perf_out, perf_lb, config, start, max_rounds, batch):
+def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
     rates = np.asarray(p.cost_rate)
     min_bw = np.asarray(p.min_cost_bw)
     c_min = float(rates @ min_bw)
-    bw_perf = np.asarray(perf_out["bw"])
+    bw_perf = np.asarray(perf.bandwidth_gbps)
     c_perf = float(rates @ bw_perf)
-    # Candidates: (product, bw, step) of every evaluated point; the perf optimum first.
-    best = (float(perf_out["step_s"]) * c_perf, bw_perf, float(perf_out["violation"]))
+    perf_lb = perf.lower_bound / 1e9
+    # Candidates: (product, bw, violation) of every evaluated point; the perf optimum first.
+    best = (perf.step_time_ns / 1e9 * c_perf, bw_perf, perf.max_violation * _scale(p))
     pieces = [(perf_lb, 0.0, c_perf)]  # affine minorants (lb_j, lam_j, c_j) of v(c)
-    finite = bool(perf_out["finite"])
+    finite = perf.status != STATUS_NAMES[Status.NONFINITE]
     if c_perf - c_min <= 1e-12 * max(abs(c_perf), 1.0):
         lb_total = c_min * perf_lb
         return _pc_result(p, best, lb_total, finite, start)
@@ -398,16 +243,17 @@ def _perf_per_cost(p, perf_out, perf_lb, config, start, max_rounds, batch):
         levels = np.asarray(levels, np.float64)
         levels = np.maximum(levels, c_min + 1e-10 * (c_perf - c_min))
         caps = np.resize(levels, batch)
-        out = jax.device_get(_perf_levels_jit(p, jnp.asarray(caps), config))
+        out = solve_stacked(stack([p] * batch), caps=caps, config=config,
+                            certify_on_host=False)
         for j in range(len(levels)):
             evaluated.add(float(levels[j]))
-            if not bool(out["finite"][j]):
+            if out.status[j] == STATUS_NAMES[Status.NONFINITE]:
                 finite = False
                 continue
-            bw = np.asarray(out["bw"][j])
-            prod = float(out["step_s"][j]) * float(rates @ bw)
+            bw = np.asarray(out.bandwidth_gbps[j])
+            prod = float(out.step_time_ns[j]) / 1e9 * float(rates @ bw)
             if prod < best[0]:
-                best = (prod, bw, float(out["violation"][j]))
+                best = (prod, bw, float(out.max_violation[j]) * _scale(p))
             lb_j, lam_j = tangent_lp_bound(p, bw, float(levels[j]))
             pieces.append((lb_j, lam_j, float(levels[j])))
         cand, vals = lower_envelope()

@@ -425,7 +425,7 @@ class ChunkChoice:
 
 def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
                        tm: TimingModel, chunks: Sequence[int], objective: str = "perf",
-                       method: str = "barrier") -> ChunkChoice:
+                       method: str = "ipm") -> ChunkChoice:
     """Optimises the bandwidths for every chunk count in ``chunks`` and picks the best pair.
 
     More chunks pipeline better across dimensions but pay the per-step latency once per
@@ -445,7 +445,7 @@ def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: Constra
         raise LibraInputError(f"system.chunks = {list(chunks)}: give distinct counts >= 1.")
     problems = [build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec,
                                     dataclasses.replace(tm, chunks=k)) for k in cands]
-    if objective == "perf" and method == "barrier":
+    if objective == "perf" and method == "ipm":
         start = time.perf_counter()
         out = batch.solve_batch(problems)
         seconds = time.perf_counter() - start  # the whole batch: every candidate at once

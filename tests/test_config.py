@@ -68,7 +68,7 @@ def test_default_config_has_every_key():
         "workloads", "weights", "multi_objective", "cosearch", "model", "schedule",
         "training_loop", "system", "bandwidth_gbps", "export_astrasim",
     }
-    assert cfg.solver.method == "barrier" and cfg.workloads is None
+    assert cfg.solver.method == "ipm" and cfg.workloads is None
     assert (cfg.model, cfg.schedule, cfg.training_loop) == ("libra", "pipelined", "no_overlap")
     assert set(cfg.system) == {"chunks", "endpoint_delay_ns", "local_mem_bw_gbps", "gb_is_gib"}
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers",
