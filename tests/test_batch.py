@@ -2,8 +2,9 @@
 
 One module-scoped batch of 200 random problems of mixed sizes (D 1..8, K 1..20, with and
 without linear rows, bounds and cost budgets; generators of test_solve_random.py) is solved in
-ONE solve_batch call and once per problem with `solve`; the other tests reuse its compiled
-buckets (same shapes and batch sizes), so the module compiles 4 single + 4 batched programs.
+ONE solve_batch call and once per problem with `solve` (a batch of one); every bucket's problems
+fit chunks of 16, so single and batched solves share one program per bucket and the other
+tests reuse them.
 The sharding check runs in a subprocess (XLA_FLAGS must be set before JAX is imported) that is
 started when the module starts and overlaps the single solves.
 """
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from libra_jax import batch as B
-from libra_jax.barrier import BarrierConfig
+from libra_jax.problem import problems_from_stacked
 from libra_jax.solve import solve
 from test_solve_random import build, make_case
 
@@ -30,7 +31,7 @@ jax.config.update("jax_enable_x64", True)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# (D, K, mix, count). Buckets (D, K, I, E): (1,1,1,1), (4,8,1,1), (4,16,4,1), (8,32,4,1).
+# (D, K, mix, count): four buckets (see batch.bucket_shape).
 GROUPS = [
     (1, 1, "cost", 36),
     (3, 5, "le_hi", 50),
@@ -100,11 +101,10 @@ def mixed():
     order = rng.permutation(len(probs))
     probs = [probs[i] for i in order]
     tags = [tags[i] for i in order]
-    before = B.solve_stacked._cache_size()
-    # Sequential: scipy's HiGHS (used by both paths for certificates) is not re-entrant.
+    before = B.compiled_programs()
     res = B.solve_batch(probs)
     singles = [solve(p, "perf") for p in probs]
-    growth = B.solve_stacked._cache_size() - before
+    growth = B.compiled_programs() - before
     return dict(probs=probs, tags=tags, singles=singles, res=res, growth=growth)
 
 
@@ -114,141 +114,117 @@ def _total(p) -> float:
 
 def _unique_optimum_likely(p, single) -> bool:
     """Bandwidths are compared only where the optimum is (very likely) unique: every dimension
-    carries traffic, the single solve is certified to a tiny gap and no equalities of the
-    constraint set leave a flat direction we could detect cheaply."""
+    carries traffic and the single solve is certified to a tiny gap."""
     used = np.all(np.any(np.asarray(p.traffic_gb) > 0, axis=0))
     return bool(used and single.status == "ok" and single.optimality_gap <= 1e-10)
-
-
-def _status_mismatch_known(single_status, batch_status) -> bool:
-    """solve() certifies with max(closed-form dual bound, tangent-LP bound); solve_stacked has
-    only the closed-form bound, so a problem certified by solve() can come back "not
-    converged" from the batch (see test_batch_status_equals_single_status)."""
-    return single_status == "ok" and batch_status == "not converged"
 
 
 def test_batched_equals_single(mixed):
     probs, singles, res = mixed["probs"], mixed["singles"], mixed["res"]
     assert len(probs) >= 200 and len(res) == len(probs)
     assert len({B.bucket_shape(p) for p in probs}) == NUM_BUCKETS
-    compared_bw = known = 0
+    compared_bw = 0
     for i, (p, s) in enumerate(zip(probs, singles)):
         msg = f"#{i} {mixed['tags'][i]} single={s} batch status={res.status[i]}"
-        if res.status[i] != s.status:
-            assert _status_mismatch_known(s.status, res.status[i]), msg
-            known += 1
+        assert res.status[i] == s.status == "ok", msg
         assert res.bandwidth_gbps[i].shape == (p.num_dims,), msg
-        if s.status in ("ok", "not converged"):
-            # 1e-9 where the batch certifies its point; an uncertified batch point (always a
-            # problem with dims no phase uses, i.e. a non-unique optimum) within 1e-7.
-            rel = 1e-9 if res.status[i] == "ok" else 1e-7
-            assert res.step_time_ns[i] == pytest.approx(s.step_time_ns, rel=rel), msg
-            assert res.step_time_ns[i] >= s.lower_bound * (1 - 1e-12), msg
-            assert res.max_violation[i] <= 1e-9, msg
-        if res.status[i] == "ok":
-            # The batched certificate (closed-form dual bound only) is valid on its own.
-            assert res.lower_bound_ns[i] <= res.step_time_ns[i] * (1 + 1e-12), msg
-            assert res.lower_bound_ns[i] <= s.step_time_ns * (1 + 1e-9), msg
-            assert res.optimality_gap[i] <= 1e-6, msg
-        if res.status[i] == "ok" and _unique_optimum_likely(p, s):
+        assert res.step_time_ns[i] == pytest.approx(s.step_time_ns, rel=1e-9), msg
+        assert res.max_violation[i] <= 1e-9, msg
+        assert res.lower_bound_ns[i] <= res.step_time_ns[i] * (1 + 1e-12), msg
+        assert res.lower_bound_ns[i] <= s.step_time_ns * (1 + 1e-9), msg
+        assert res.optimality_gap[i] <= 1e-6, msg
+        if _unique_optimum_likely(p, s):
             np.testing.assert_allclose(res.bandwidth_gbps[i], s.bandwidth_gbps, rtol=0,
                                        atol=1e-6 * _total(p), err_msg=msg)
             compared_bw += 1
-    # Most problems must be certified, and the bandwidth check must not be vacuous.
-    assert sum(st == "ok" for st in res.status) >= 0.9 * len(probs)
-    assert known <= 0.1 * len(probs), known
     assert compared_bw >= 50, compared_bw
-
-
-def test_batch_status_equals_single_status(mixed):
-    bad = [(i, s.status, b, s.optimality_gap, g) for i, (s, b, g) in enumerate(
-        zip(mixed["singles"], mixed["res"].status, mixed["res"].optimality_gap))
-        if s.status != b]
-    assert not bad, f"{len(bad)} of {len(mixed['singles'])} differ: {bad[:5]}"
+    # The kernel's own bound certified (almost) everything: the host LP is the exception.
+    assert res.host_certified <= 0.05 * len(probs), res.host_certified
 
 
 def test_compilations_bounded_by_buckets(mixed):
-    # 0 when an earlier test already compiled these buckets (same shapes and batch sizes).
+    # Every bucket's problems fit chunks of 16 (the single solves too): one program each.
+    # 0 when an earlier test already compiled these buckets.
     assert 0 <= mixed["growth"] <= NUM_BUCKETS
 
 
+def test_another_batch_size_compiles_nothing(mixed):
+    """A second call with another number of problems per bucket reuses the compiled chunks
+    (the batch axis is padded to a fixed ladder of chunk sizes), and gives the same results."""
+    probs, ref = mixed["probs"], mixed["res"]
+    before = B.compiled_programs()
+    sub = B.solve_batch(probs[:137])
+    assert B.compiled_programs() == before
+    np.testing.assert_allclose(sub.step_time_ns, ref.step_time_ns[:137], rtol=1e-12)
+    assert sub.status == ref.status[:137]
+
+
+def test_chunk_plan_covers_every_size_with_ladder_sizes():
+    for n in [1, 15, 16, 17, 200, 1000, 1025, 12345]:
+        plan = B.chunk_plan(n, 1024)
+        assert set(plan) <= {16, 128, 1024}
+        assert sum(plan) >= n and sum(plan) - plan[-1] < n  # only the last chunk is padded
+
+
 def test_no_recompilation_when_only_values_change(mixed):
-    """Same shapes and counts, new values: solve_stacked is not traced or compiled again."""
+    """Same shapes and counts, new values: nothing is traced or compiled again."""
     probs = mixed["probs"]
-    scaled = [dataclasses.replace(p, traffic_gb=p.traffic_gb * 1.37,
-                                  compute_s=p.compute_s * 0.5) for p in probs]
-    before = B.solve_stacked._cache_size()
+    scaled = [dataclasses.replace(p, traffic_gb=np.asarray(p.traffic_gb) * 1.37,
+                                  compute_s=np.asarray(p.compute_s) * 0.5) for p in probs]
+    before = B.compiled_programs()
     res = B.solve_batch(scaled)
-    assert B.solve_stacked._cache_size() == before
-    ref = mixed["res"].status
-    same = sum(a == b for a, b in zip(res.status, ref))
-    assert same >= 0.95 * len(ref)  # only borderline certificates may flip
+    assert B.compiled_programs() == before
+    assert all(s == "ok" for s in res.status)
     # Scaling the traffic leaves the optimal bandwidths of a perf problem unchanged.
     for i, p in enumerate(probs):
-        if res.status[i] == "ok" and _unique_optimum_likely(p, mixed["singles"][i]):
+        if _unique_optimum_likely(p, mixed["singles"][i]):
             np.testing.assert_allclose(res.bandwidth_gbps[i], mixed["res"].bandwidth_gbps[i],
                                        rtol=0, atol=1e-6 * _total(p))
 
 
-def _bucket_members(probs, shape):
-    return [i for i, p in enumerate(probs) if B.bucket_shape(p) == shape]
-
-
 def test_padding_never_changes_a_result(mixed):
-    """Problems of the three smaller buckets, padded into the largest bucket (8, 32, 4, 1, 1, 1),
-    give the results of their own bucket (same compiled program as the big batch: the first
-    slots of that bucket's stack are replaced)."""
+    """Problems of every bucket, padded into one bucket that holds them all, give the results
+    of their own bucket; padded dimensions stay at their fixed 1 GB/s."""
     probs, res = mixed["probs"], mixed["res"]
-    big = (8, 32, 4, 1, 1, 1)
-    slots = _bucket_members(probs, big)
-    small = [i for i, p in enumerate(probs) if B.bucket_shape(p) != big]
-    small = [i for i in small if res.status[i] == "ok"][: len(slots) // 2]
-    assert len(small) >= 30
-    members = small + slots[len(small):]
-    stacked = B.stack([B.pad_problem(probs[i], big) for i in members])
-    valid = np.zeros((len(members), big[0]), bool)
-    for j, i in enumerate(members):
-        valid[j, : probs[i].num_dims] = True
-    before = B.solve_stacked._cache_size()
-    out = jax.device_get(B.solve_stacked(stacked, valid, BarrierConfig()))
-    assert B.solve_stacked._cache_size() == before
-    # The in-jit status of each problem in its own bucket (no host certificate), to compare
-    # like with like; same buckets as the big batch, so no compilation.
-    own = B.solve_batch([probs[i] for i in small], certify_on_host=False)
+    big = tuple(np.max([B.bucket_shape(p) for p in probs], axis=0))
+    small = [i for i, p in enumerate(probs) if B.bucket_shape(p) != big][:16]
+    stacked = B.stack([_padded(probs[i], big) for i in small])
+    assert B.bucket_shape(stacked) == big
+    out = B.solve_stacked(stacked)
     for j, i in enumerate(small):
         d = probs[i].num_dims
         msg = f"#{i} {mixed['tags'][i]}"
-        got = B.STATUS_NAMES[B.Status(int(out["status"][j]))]
-        if got != own.status[j]:
-            # Different shapes round differently: only a gap right at the 1e-6 line may flip.
-            gaps = sorted([float(out["gap"][j]), float(own.optimality_gap[j])])
-            assert gaps[0] <= 1e-6 <= gaps[1] <= 1e-4, (msg, got, own.status[j], gaps)
-        assert out["step_s"][j] * 1e9 == pytest.approx(res.step_time_ns[i], rel=1e-9), msg
-        np.testing.assert_allclose(out["bw"][j][:d], res.bandwidth_gbps[i], rtol=0,
+        assert out.status[j] == "ok", msg
+        assert out.step_time_ns[j] == pytest.approx(res.step_time_ns[i], rel=1e-9), msg
+        np.testing.assert_allclose(out.bandwidth_gbps[j][:d], res.bandwidth_gbps[i], rtol=0,
                                    atol=1e-6 * _total(probs[i]), err_msg=msg)
-        # Padded dimensions stay at their fixed 1 GB/s.
-        np.testing.assert_array_equal(out["bw"][j][d:], 1.0)
+        np.testing.assert_array_equal(out.bandwidth_gbps[j][d:], 1.0)
+
+
+def _padded(p, shape):
+    """One problem padded to ``shape`` (a stacked batch of one, unstacked)."""
+    return B.unstack(B.pad_stacked(B.stack([p]), shape), 0)
 
 
 def _with_bad(mixed, make_bad):
-    """The (4, 8, 1, 1) bucket of the big batch (same count: no recompilation) with problems
+    """16 problems of one bucket of the big batch (a chunk already compiled) with problems
     1, 2, 3 replaced by make_bad(p, slot)."""
     probs = mixed["probs"]
-    idx = _bucket_members(probs, (4, 8, 1, 1, 1, 1))
+    shape = B.bucket_shape(probs[0])
+    idx = [i for i, p in enumerate(probs) if B.bucket_shape(p) == shape][:16]
     batch = [probs[i] for i in idx]
     bad_slots = (1, 2, 3)
     for s in bad_slots:
         batch[s] = make_bad(batch[s], s)
-    before = B.solve_stacked._cache_size()
+    before = B.compiled_programs()
     res = B.solve_batch(batch)
-    assert B.solve_stacked._cache_size() == before
+    assert B.compiled_programs() == before
     ref = mixed["res"]
-    for j, i in enumerate(idx):  # the others are untouched, bit for bit
+    for j, i in enumerate(idx):  # the others are untouched
         if j in bad_slots:
             continue
         assert res.status[j] == ref.status[i]
-        assert res.step_time_ns[j] == ref.step_time_ns[i]
-        np.testing.assert_array_equal(res.bandwidth_gbps[j], ref.bandwidth_gbps[i])
+        assert res.step_time_ns[j] == pytest.approx(ref.step_time_ns[i], rel=1e-12)
     return [res.status[s] for s in bad_slots], res
 
 
@@ -267,11 +243,77 @@ def test_bad_start_and_nan_weight_do_not_abort_the_batch(mixed):
 def test_nan_traffic_is_non_finite(mixed):
     def make_bad(p, slot):
         t = np.array(p.traffic_gb)
-        t[0, 0] = np.nan
+        t[0, np.argmax(t[0] > 0)] = np.nan
         return dataclasses.replace(p, traffic_gb=t)
 
     statuses, res = _with_bad(mixed, make_bad)
     assert statuses == ["non-finite"] * 3, (statuses, res.step_time_ns[1:4])
+
+
+# --------------------------------------------------------------------------- float32
+
+
+def test_float32_kernel_is_certified_in_float64():
+    """GPT-3-4D-size problems (K 11, D 4, budget and upper bounds): the float32 kernel reaches
+    a gap <= 1e-4 certified in float64 on (almost) all, and its bound is a true bound."""
+    rng = np.random.default_rng(5)
+    n, k, d = 64, 11, 4
+    traffic = np.where(rng.random((n, k, d)) < 0.6, 10.0 ** rng.uniform(-2, 1, (n, k, d)), 0.0)
+    traffic[:, 0, :] = np.maximum(traffic[:, 0, :], 1e-2)
+    total = rng.uniform(100, 1000, n)
+    hi = total[:, None] * rng.uniform(0.4, 1.0, (n, d))
+    p = problems_from_stacked(traffic, rng.integers(1, 97, (n, k)).astype(float),
+                              rng.uniform(0.05, 2.0, n), total_bw_gbps=total, upper_gbps=hi)
+    exact = B.solve_stacked(p)
+    low = B.solve_stacked(p, dtype=np.float32)
+    assert all(s == "ok" for s in exact.status)
+    ok = np.asarray(low.status) == "ok"
+    assert ok.mean() >= 0.95, low.status
+    assert np.all(low.optimality_gap[ok] <= 1e-4)
+    assert np.all(low.max_violation[ok] <= 1e-6)
+    # float64 evaluation: the float32 design's time is within its gap of the optimum (below
+    # it only by what its <= 1e-6 violation buys), and its bound never exceeds the optimum.
+    assert np.all(low.lower_bound_ns <= exact.step_time_ns * (1 + 1e-9))
+    rel = low.step_time_ns[ok] / exact.step_time_ns[ok] - 1
+    assert np.all(rel >= -1e-5) and np.all(rel <= 1e-4)
+
+
+# --------------------------------------------------------------------------- no hangs
+
+HANG_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import jax
+    import numpy as np
+    jax.config.update("jax_enable_x64", True)
+    from libra_jax import batch as B
+    from libra_jax.problem import problems_from_stacked
+
+    rng = np.random.default_rng(3)
+    n, k, d = 10000, 8, 4
+    traffic = np.where(rng.random((n, k, d)) < 0.6, rng.uniform(0.01, 10, (n, k, d)), 0.0)
+    traffic[:, 0, :] += 0.01
+    total = rng.uniform(100, 1000, n)
+    p = problems_from_stacked(traffic, np.ones((n, k)), np.full(n, 0.1), total_bw_gbps=total)
+    for rep in range(4):
+        t = time.perf_counter()
+        r = B.solve_stacked(p)
+        ok = sum(s == "ok" for s in r.status)
+        print(rep, ok, round(time.perf_counter() - t, 2), flush=True)
+        assert ok == n
+    """
+)
+
+
+def test_vmapped_engine_does_not_hang_on_repeated_large_batches(tmp_path):
+    """10^4 problems, four calls in a row, in a subprocess under a timeout: the XLA:CPU
+    deadlock of batched LAPACK kernels must not come back (the kernel has no LAPACK call)."""
+    script = tmp_path / "hang.py"
+    script.write_text(HANG_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(proc.stdout.strip().splitlines()) == 4
 
 
 # --------------------------------------------------------------------------- sharding

@@ -139,7 +139,7 @@ def test_every_registered_method_runs(method):
 
 def test_nan_traffic_gives_nonfinite_status_without_raising():
     p = _toy()
-    bad = p.__class__(**{**p.__dict__, "traffic_gb": p.traffic_gb.at[0, 0].set(jnp.nan)})
+    bad = p.__class__(**{**p.__dict__, "traffic_gb": jnp.asarray(p.traffic_gb).at[0, 0].set(jnp.nan)})
     r = F.solve_first_order(bad, F.default_params(), F.FirstOrderConfig(num_steps=50))
     assert int(r.status) == Status.NONFINITE
 

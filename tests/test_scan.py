@@ -60,7 +60,7 @@ class FakeSolver:
             bws.append(bw)
         n = len(problems)
         return BatchResult(bws, np.array(steps), np.array(steps), np.zeros(n), np.zeros(n),
-                           ["ok"] * n)
+                           ["ok"] * n, np.zeros(n, int))
 
 
 # ------------------------------------------------------------------------- enumeration

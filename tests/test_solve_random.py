@@ -273,14 +273,14 @@ def test_padding_phase_does_not_change_solution(pad):
 
 
 def test_same_shape_problems_share_one_compilation():
-    from libra_jax import solve as solve_module
+    from libra_jax import batch
 
     t = np.array([[1.0]])
     w = np.array([3.0])
     solve(problem_from_arrays(t, w, 0.1, None, ConstraintSpec(total_bw_gbps=100.0)))
-    before = solve_module._perf_jit._cache_size()
+    before = batch.compiled_programs()
     solve(problem_from_arrays(t, w, 0.1, None, ConstraintSpec(total_bw_gbps=123.0)))
-    assert solve_module._perf_jit._cache_size() == before
+    assert batch.compiled_programs() == before
 
 
 # --------------------------------------------------------------------------- perf_per_cost
