@@ -155,7 +155,10 @@ def chunk_plan(n: int, max_chunk: int) -> list[int]:
 
 @functools.partial(jax.jit, static_argnames="config")
 def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
-    return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
+    # Full-precision products: GPUs otherwise multiply float32 matrices in TF32 (10-bit
+    # mantissa), which the Newton systems cannot afford.
+    with jax.default_matmul_precision("highest"):
+        return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
 
 
 @jax.jit
@@ -174,7 +177,8 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
         viol = jnp.maximum(model.max_violation(bw, q), cap_viol)
         return bw, model.step_time_s(bw, q), lb, viol
 
-    return jax.vmap(one)(p, out, cap, cap_on)
+    with jax.default_matmul_precision("highest"):
+        return jax.vmap(one)(p, out, cap, cap_on)
 
 
 def compiled_programs() -> int:

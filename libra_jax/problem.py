@@ -14,9 +14,12 @@ are merged and counted by ``weight``. The total-bandwidth constraint, the user's
 constraints and the cost budget are all rows of (a_eq, b_eq) or (a_in, b_in), each scaled to
 unit norm so that violations are comparable.
 
-`build_problem` validates everything on the host (numpy + an LP from scipy's HiGHS for the
-feasibility, boundedness and interior-point checks, which also name the constraints that
-conflict) and raises `LibraInputError`; nothing inside jit raises.
+`build_problem` validates everything on the host and raises `LibraInputError`; nothing inside
+jit raises. Feasibility, boundedness, the implicit equalities and the interior and least-cost
+points come in closed form (numpy, `_closed_form`) for the constraints of a total, bounds and a
+cost budget, and from LPs (scipy's HiGHS, `_lp_fields`) with user linear rows; the LPs also
+name the constraints that conflict. `problems_from_stacked` builds a whole batch of problems
+of one constraint form at once, vectorised over the batch. Fields are numpy arrays.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import math
 from typing import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
@@ -138,7 +140,8 @@ class ConstraintSpec:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """One bandwidth-allocation problem. Array leaves only; sizes come from shapes."""
+    """One bandwidth-allocation problem. Array leaves only (numpy from the builders; a batch
+    from `problems_from_stacked` has a leading axis on every leaf); sizes come from shapes."""
 
     traffic_gb: jax.Array  # [K, D] GB each distinct communicating phase moves per dim
     weight: jax.Array  # [K] how many times that phase occurs in one step
@@ -190,14 +193,23 @@ def merge_phases(traffic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _merge_weighted(traffic: np.ndarray, weight: np.ndarray):
-    """Merges identical rows of traffic [K, D], summing their weights (first-appearance order)."""
-    if traffic.shape[0] == 0:
+    """Merges identical rows of traffic [K, D], summing their weights (first-appearance order).
+
+    A stable lexicographic sort puts identical rows next to each other (in input order, so
+    each group's sum adds the weights in input order and its first sorted row is its first
+    appearance)."""
+    k = traffic.shape[0]
+    if k == 0:
         return traffic, weight
-    uniq, first, inverse = np.unique(traffic, axis=0, return_index=True, return_inverse=True)
-    sums = np.zeros(uniq.shape[0])
-    np.add.at(sums, inverse.reshape(-1), weight)
-    order = np.argsort(first)
-    return uniq[order], sums[order]
+    order = np.lexsort(traffic.T[::-1])
+    ordered = traffic[order]
+    new = np.empty(k, bool)
+    new[0] = True
+    np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])
+    sums = np.bincount(np.cumsum(new) - 1, weights=weight[order])
+    first = order[new]
+    by_appearance = np.argsort(first)
+    return traffic[first[by_appearance]], sums[by_appearance]
 
 
 def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
@@ -355,7 +367,21 @@ def problem_from_arrays(
     weights summed): they cannot change the step time, and a weight-0 phase would leave its
     epigraph variable unbounded in the solver. ``rows`` adds a general communication model
     (`ModelRows`); pass ``traffic_gb`` of shape [0, D] to use only that model.
+
+    Without ``spec.linear`` rows the feasibility checks, bounds, tight sets and the interior
+    and least-cost points come in closed form (`_closed_form`, no LP); with linear rows, and
+    for the few problems the closed form leaves to them (infeasible, unbounded or degenerate
+    ones, see `_closed_form`), from HiGHS LPs (`_lp_fields`), which also word the errors.
+    Fields are numpy arrays (float64, bool, int32).
     """
+    return _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix,
+                  rows, closed_form=True)
+
+
+def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix, rows,
+           closed_form: bool) -> Problem:
+    """`problem_from_arrays`; ``closed_form=False`` takes the LP path for every problem (the
+    reference the closed form is tested against)."""
     traffic_gb = np.asarray(traffic_gb, np.float64)
     weight = np.asarray(weight, np.float64)
     if traffic_gb.ndim != 2 or weight.shape != traffic_gb.shape[:1]:
@@ -363,9 +389,9 @@ def problem_from_arrays(
             f"traffic_gb has shape {traffic_gb.shape} and weight {weight.shape}: expected "
             "[K, D] and [K]."
         )
-    if not (np.all(np.isfinite(traffic_gb)) and np.all(traffic_gb >= 0)):
+    if not _finite_nonnegative(traffic_gb):
         raise LibraInputError("traffic_gb: every entry must be a finite number >= 0.")
-    if not (np.all(np.isfinite(weight)) and np.all(weight >= 0)):
+    if not _finite_nonnegative(weight):
         raise LibraInputError("weight: every entry must be a finite number >= 0.")
     if not (np.isfinite(compute_s) and compute_s >= 0):
         raise LibraInputError(f"compute_s = {compute_s}: must be a finite number >= 0.")
@@ -380,42 +406,19 @@ def problem_from_arrays(
     )
     lo = _vector(spec.lower_gbps, d, f"{f}.lower_gbps", 0.0)
     hi = _vector(spec.upper_gbps, d, f"{f}.upper_gbps", math.inf)
-    for i in range(d):
-        if lo[i] < 0 or not np.isfinite(lo[i]):
-            raise LibraInputError(
-                f"{f}.lower_gbps[{i}] = {lo[i]:g}: a bandwidth bound must be a finite number >= 0."
-            )
-        if hi[i] <= 0:
-            raise LibraInputError(f"{f}.upper_gbps[{i}] = {hi[i]:g}: must be > 0.")
-        if hi[i] < lo[i]:
-            raise LibraInputError(
-                f"{f}.upper_gbps[{i}] = {hi[i]:g} is below {f}.lower_gbps[{i}] = {lo[i]:g}."
-            )
-
-    rows = _Rows([], [], [], [])
+    if not ((lo >= 0) & (lo < math.inf) & (hi > 0) & (hi >= lo)).all():
+        _check_bounds(lo, hi, f, "")
     total = spec.total_bw_gbps
     if total is not None:
         total = float(total)
         if not total > 0 or not np.isfinite(total):
             raise LibraInputError(f"{f}.total_bw_gbps = {spec.total_bw_gbps}: must be > 0.")
-        if spec.total_bw_mode not in ("eq", "le"):
-            raise LibraInputError(
-                f"{f}.total_bw_mode = {spec.total_bw_mode!r}: must be 'eq' or 'le'."
-            )
-        rows.add(np.ones(d), total, spec.total_bw_mode == "eq",
-                 f"{f}.total_bw_gbps = {total:g} (sum of bandwidths "
-                 f"{'==' if spec.total_bw_mode == 'eq' else '<='} {total:g})")
-    elif spec.total_bw_mode not in ("eq", "le"):
+    if spec.total_bw_mode not in ("eq", "le"):
         raise LibraInputError(f"{f}.total_bw_mode = {spec.total_bw_mode!r}: must be 'eq' or 'le'.")
     linear = list(spec.linear or ())
-    parse_linear_constraints(linear, d, f"{f}.linear")  # errors name the index in the list
-    # One string at a time, to keep each row's name for conflict messages.
-    for i, text in enumerate(linear):
-        ae, be, ai, bi = parse_linear_constraints([text], d, f"{f}.linear")
-        for a, b in zip(ae, be):
-            rows.add(a, b, True, f'{f}.linear[{i}] = "{text}"')
-        for a, b in zip(ai, bi):
-            rows.add(a, b, False, f'{f}.linear[{i}] = "{text}"')
+    if linear:
+        parse_linear_constraints(linear, d, f"{f}.linear")  # errors name the index in the list
+    budget = None
     if spec.max_cost_usd is not None:
         budget = float(spec.max_cost_usd)
         if not has_cost:
@@ -425,6 +428,79 @@ def problem_from_arrays(
             )
         if not budget > 0:
             raise LibraInputError(f"{f}.max_cost_usd = {spec.max_cost_usd}: must be > 0.")
+
+    used = (traffic_gb > 0).any(axis=0)
+    if rows is not None:
+        used |= (row_a > 0).any(axis=0)
+    fields = None
+    if (closed_form and not linear and d > 0
+            and (not has_cost or (rates.shape == (d,) and _finite_nonnegative(rates)))
+            and (budget is None or math.isfinite(budget))):
+        out, ok = _closed_form(
+            lo[None], hi[None], None if total is None else np.array([total]),
+            spec.total_bw_mode == "eq", rates[None] if has_cost else None,
+            None if budget is None else np.array([budget]), used[None])
+        if ok[0]:
+            fields = {name: np.asarray(value[0]) for name, value in out.items()}
+    if fields is None:
+        fields = _lp_fields(lo, hi, rates, has_cost, total, spec.total_bw_mode, linear, budget,
+                            f, used)
+    return Problem(
+        traffic_gb=traffic_gb.reshape(-1, d),
+        weight=weight,
+        compute_s=np.asarray(compute_s, np.float64),
+        **fields,
+        piece_weight=piece_w,
+        row_piece=row_piece.astype(np.int32),
+        row_const_s=row_c,
+        row_gb=row_a.reshape(-1, d),
+        row_nest=row_nest.reshape(row_piece.shape[0], piece_w.shape[0]),
+        row_on=np.ones(row_piece.shape, bool),
+        comm_const_s=np.asarray(comm_c0, np.float64),
+        has_cost=has_cost,
+    )
+
+
+def _finite_nonnegative(x: np.ndarray) -> bool:
+    """All entries finite and >= 0 (NaN fails both comparisons)."""
+    return x.size == 0 or bool(x.min() >= 0 and x.max() < math.inf)
+
+
+def _check_bounds(lo, hi, f, index):
+    """Raises for the first dim with a bad bound (``index``: "[b]" of a problem in a batch)."""
+    for i in range(len(lo)):
+        if lo[i] < 0 or not np.isfinite(lo[i]):
+            raise LibraInputError(
+                f"{f}.lower_gbps{index}[{i}] = {lo[i]:g}: a bandwidth bound must be a finite "
+                "number >= 0."
+            )
+        if hi[i] <= 0:
+            raise LibraInputError(f"{f}.upper_gbps{index}[{i}] = {hi[i]:g}: must be > 0.")
+        if hi[i] < lo[i]:
+            raise LibraInputError(
+                f"{f}.upper_gbps{index}[{i}] = {hi[i]:g} is below {f}.lower_gbps{index}[{i}] = "
+                f"{lo[i]:g}."
+            )
+
+
+def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) -> dict:
+    """The constraint fields of `Problem` from HiGHS LPs (any linear rows): feasibility (with a
+    minimal conflicting subset in the error), ``upper`` and the tight sets by one LP per
+    dimension and row, the interior by `_interior_point`, the least-cost point by one LP."""
+    d = len(lo)
+    rows = _Rows([], [], [], [])
+    if total is not None:
+        rows.add(np.ones(d), total, mode == "eq",
+                 f"{f}.total_bw_gbps = {total:g} (sum of bandwidths "
+                 f"{'==' if mode == 'eq' else '<='} {total:g})")
+    # One string at a time, to keep each row's name for conflict messages.
+    for i, text in enumerate(linear):
+        ae, be, ai, bi = parse_linear_constraints([text], d, f"{f}.linear")
+        for a, b in zip(ae, be):
+            rows.add(a, b, True, f'{f}.linear[{i}] = "{text}"')
+        for a, b in zip(ai, bi):
+            rows.add(a, b, False, f'{f}.linear[{i}] = "{text}"')
+    if budget is not None:
         rows.add(rates, budget, False, f"{f}.max_cost_usd = {budget:g} (network cost <= budget)")
 
     a_eq, b_eq, a_in, b_in = rows.arrays()
@@ -458,7 +534,7 @@ def problem_from_arrays(
     def min_over_set(c):
         return _linprog(np.asarray(c, np.float64), a_in, b_in, a_eq, b_eq, bounds).fun
 
-    tol = 1e-9 * max(1.0, float(np.max(np.abs(upper))))
+    tol = _tight_tol(upper)
     unit = np.eye(d)
     lo_tight = np.array([upper[i] - lo[i] <= tol for i in range(d)], bool)
     hi_tight = np.array(
@@ -471,7 +547,6 @@ def problem_from_arrays(
 
     # Interior: maximise the smallest slack of the non-tight inequalities.
     interior = _interior_point(lo, hi, lo_tight, hi_tight, a_in, b_in, in_tight, a_eq, b_eq, upper)
-    used = (traffic_gb > 0).any(axis=0) | (row_a > 0).any(axis=0)
     for i in range(d):
         if used[i] and upper[i] <= 0:
             raise LibraInputError(
@@ -482,36 +557,475 @@ def problem_from_arrays(
         min_cost_bw = np.clip(r.x, lo, np.where(np.isfinite(hi), hi, np.inf))
     else:
         min_cost_bw = interior.copy()
-    if total is None:
-        # Baseline total: the largest equal split the constraints allow, else the interior's.
-        total_base = float(np.sum(interior))
-    else:
-        total_base = total
+    # Baseline total: the user's total, else the interior's.
+    total_base = float(np.sum(interior)) if total is None else total
+    return dict(
+        cost_rate=rates, lo=lo, hi=hi, upper=upper, a_eq=a_eq.reshape(-1, d), b_eq=b_eq,
+        a_in=a_in.reshape(-1, d), b_in=b_in, lo_tight=lo_tight, hi_tight=hi_tight,
+        in_tight=in_tight, interior=interior, min_cost_bw=min_cost_bw,
+        total_bw_gbps=np.asarray(total_base, np.float64),
+    )
+
+
+def _tight_tol(upper):
+    """Slack (GB/s) under which a bound or row counts as tight: 1e-9 of the largest ``upper``
+    (at least 1e-9); ``upper`` [..., D]."""
+    return 1e-9 * np.maximum(1.0, np.max(np.abs(upper), axis=-1))
+
+
+# ------------------------------------------------------------------ closed form (no linear rows)
+
+# Relative violation of the total or of the cost budget that the closed form still accepts
+# (rounding of inputs such as lower bounds that sum exactly to the total); beyond it the LP
+# path decides (HiGHS' own tolerance is far looser) and words the error.
+_FEASIBILITY_RTOL = 1e-12
+
+
+# Batch arrays are [B, D] (or [B, n, D]) with few dims D. numpy reduces such short last axes
+# row by row (some 30 ns a row), so on a large batch a loop over the dims, each step
+# vectorised over the batch, is 10-30x faster; a small array takes numpy's one call. Both add
+# in the same order for D < 8 (numpy sums 8 or more in pairs).
+_LOOP_OVER_DIMS_SIZE = 1024
+
+
+def _over_dims(ufunc, x):
+    """ufunc.reduce(x, axis=-1), e.g. np.add for a sum, np.minimum for a min; for a count of
+    True entries pass an integer array (np.add of bools is a logical or)."""
+    if x.size < _LOOP_OVER_DIMS_SIZE:
+        return ufunc.reduce(x, axis=-1)
+    out = x[..., 0]
+    for i in range(1, x.shape[-1]):
+        out = ufunc(out, x[..., i])
+    return out
+
+
+def _excl_cumsum(x):
+    """Exclusive prefix sums along the last axis, out[..., k] = sum(x[..., :k]), for finite x
+    (cumsum - x: exact at k = 0, within an ulp of the running sum elsewhere)."""
+    if x.size < _LOOP_OVER_DIMS_SIZE:
+        return np.cumsum(x, axis=-1) - x
+    out = np.array(x, np.float64)
+    for i in range(1, x.shape[-1]):
+        out[..., i] += out[..., i - 1]
+    return out - x
+
+
+def _cheapest_fill(ix, width, amount):
+    """Least-cost y with 0 <= y <= width and sum(y) = amount (fractional knapsack): fill the
+    dims in increasing cost rate up to their width.
+
+    Args:
+      ix: (rows [B, 1], order [B, D]) fancy index putting each problem's dims in increasing
+        rate (a stable argsort of the rates).
+      width: [B, D] finite widths. amount: [B] (<= 0 gives y = 0).
+    """
+    w_sorted = width[ix]
+    y_sorted = np.minimum(np.maximum(amount[:, None] - _excl_cumsum(w_sorted), 0.0), w_sorted)
+    y = np.empty_like(y_sorted)
+    y[ix] = y_sorted
+    return y
+
+
+def _cost_line_range(ix, rates, width, s0, c0):
+    """Range of y_i = bw_i - lo_i that a cost budget allows under a total equality, per dim.
+
+    With the total equality the other dims carry s0 - y_i (s0 = total - sum(lo)); the least
+    they can pay for it is g_i(s0 - y_i), g_i the fractional-knapsack cost of the others: convex
+    and piecewise linear, the maximum of its segment lines Q_k + rho_k (s - W_k) (k over the
+    others in increasing rate rho_k; W_k, Q_k the width and cost of the others filled before
+    k). So y_i is allowed iff rates_i y_i + g_i(s0 - y_i) <= c0 (c0 = budget - rates @ lo), i.e.
+    for every k: (rates_i - rho_k) y_i <= c0 - Q_k - rho_k (s0 - W_k), an upper bound on y_i
+    where rho_k < rates_i and a lower bound where rho_k > rates_i. O(D^2) per problem.
+
+    Args:
+      ix: dims in increasing rate (see `_cheapest_fill`).
+      rates: [B, D] >= 0. width: [B, D] widths hi - lo clipped to max(s0, 0) (finite; that
+        leaves g_i on [0, s0] as it is). s0, c0: [B].
+
+    Returns:
+      (y_min, y_max) [B, D], -inf / +inf where no line bounds y_i.
+    """
+    d = rates.shape[-1]
+    r_sorted, w_sorted = rates[ix], width[ix]
+    w_before, q_before = _excl_cumsum(w_sorted), _excl_cumsum(r_sorted * w_sorted)
+    pos = np.empty_like(ix[1])
+    pos[ix] = np.arange(d)  # pos[b, i]: rank of dim i
+    k = np.arange(d)
+    i_before_k = pos[:, :, None] < k  # [B, i, k]
+    # Prefix sums of the others (dim i left out).
+    w_ik = w_before[:, None, :] - i_before_k * width[:, :, None]
+    q_ik = q_before[:, None, :] - i_before_k * (rates * width)[:, :, None]
+    rhs = c0[:, None, None] - q_ik - r_sorted[:, None, :] * (s0[:, None, None] - w_ik)
+    slope = rates[:, :, None] - r_sorted[:, None, :]  # 0 at dim i's own rank: no line
+    ratio = rhs / slope
+    y_max = _over_dims(np.minimum, np.where(slope > 0, ratio, np.inf))
+    y_min = _over_dims(np.maximum, np.where(slope < 0, ratio, -np.inf))
+    return y_min, y_max
+
+
+def _water_fill(a, b, target, rows):
+    """clip(lam, a, b) with lam such that the sum is ``target``: the point of the box [a, b]
+    nearest the equal split (water-filling). f(lam), the sum of the clipped values, is
+    piecewise linear and non-decreasing with knots at a and b: evaluate it at all 2D knots and
+    interpolate on the segment holding the target (a target below sum(a) / above sum(b) gives
+    a / b). a, b [B, D] finite with a <= b, target [B], rows [B, 1] = arange(B)."""
+    knots = np.sort(np.concatenate([a, b], axis=-1), axis=-1)  # [B, 2D]
+    f = _over_dims(np.add, np.minimum(np.maximum(knots[:, :, None], a[:, None, :]), b[:, None, :]))
+    # The segment [knot j - 1, knot j] with f(j - 1) < target <= f(j), j in [1, 2D - 1].
+    j = _over_dims(np.add, (f[:, 1:-1] < target[:, None]).astype(np.intp)) + 1
+    rows, i = rows[:, 0], j - 1
+    k0, k1, f0, f1 = knots[rows, i], knots[rows, j], f[rows, i], f[rows, j]
+    lam = np.where(f1 > f0, k0 + (target - f0) * (k1 - k0) / (f1 - f0), k1)
+    return np.minimum(np.maximum(lam[:, None], a), b)
+
+
+def _choose(cond, always, when_true, when_false):
+    """np.where(cond, when_true(), when_false()) for cond [B] and values [B] or [B, D], calling
+    a branch only if some problem takes it (``always``: cond is known to hold everywhere)."""
+    if always:
+        return when_true()
+    if not cond.any():
+        return when_false()
+    yes, no = when_true(), when_false()
+    return np.where(cond.reshape(cond.shape + (1,) * (np.ndim(yes) - 1)), yes, no)
+
+
+def _closed_form(lo, hi, total, eq, rates, budget, used=None):
+    """The constraint fields of `Problem` without LPs, for a batch of problems whose only
+    constraints are the box lo <= bw <= hi, a total sum(bw) == T (``eq``) or <= T, and a cost
+    budget rates @ bw <= C (rates >= 0). Vectorised over the batch; the fields equal the LP
+    path's (`_lp_fields`) where its optimum is unique, and are optima of the same LPs otherwise.
+
+    With y = bw - lo, w = hi - lo, s0 = T - sum(lo) and c0 = C - rates @ lo:
+
+      * feasible iff s0 >= 0 (and s0 <= sum(w) for ``eq``), c0 >= 0, and, for ``eq`` with a
+        budget, the least cost (the fractional knapsack `_cheapest_fill`: s0 into the
+        cheapest dims first) is <= C;
+      * max y_i (``upper``): the other dims stay at lo, so min(w_i, s0, c0 / rates_i); with
+        ``eq`` and a budget the others must carry s0 - y_i instead: min(w_i, s0) and the cost
+        lines of `_cost_line_range`;
+      * min y_i (for ``hi_tight``): 0; with ``eq``, max(0, s0 - the other widths) and the cost
+        lines. Least total: sum(lo); least cost: rates @ lo, with ``eq`` the knapsack's. The
+        tight sets compare these with the LP path's tolerance (`_tight_tol`);
+      * least-cost point: lo, with ``eq`` the knapsack fill;
+      * interior (`_interior_point`'s LP): fix the tight dims, make tight rows equalities, and
+        maximise the smallest slack r of the rest (unit-norm rows: the total row
+        ones / sqrt(D), the cost row rates / ||rates||; r <= max(1, max(upper))). For a given
+        r the free dims F lie in the shrunk box [lo + r, hi - r], where lo + r has the least
+        sum and cost, so r* is the least of: (hi_i - lo_i) / 2; under a total equality
+        s0_F / |F| and (sum_F hi - T_F) / |F|; under a total inequality s0_F / (|F| + sqrt(D));
+        for a budget without a total equality c0_F / (sum_F rates + ||rates||); with one, the
+        knapsack cost in the shrunk box is again a maximum of lines, now linear in r as well,
+        L_m(r) = Q_m - 2 r P_m + rho_m (s0_F - |F| r - W_m + 2 m r) (m-th cheapest free dim;
+        P_m, W_m, Q_m the rates, widths and costs of the free dims before it), and every m
+        bounds r by c0_F - (sum_F rates + ||rates||) r >= L_m(r). (_F: what is left to the
+        free dims once the fixed ones are paid for.) The point: water-fill towards the equal
+        split in [lo + r*, hi - r*] (to the total, or to the middle of the sums allowed), then,
+        if that breaks the budget, move towards the least-cost point of the shrunk set until
+        the budget's slack is r*.
+
+    Returns (fields, ok): the `Problem` constraint fields with a leading batch axis, and ok
+    [B], False where the LP path has to decide: infeasible (beyond a 1e-12 relative rounding),
+    unbounded, no strictly interior point, a zero rate vector with a budget, or a tight budget
+    that the tight dims and total do not already imply (free dims of different rates under a
+    total equality, or of nonzero rates without one: the budget would be a second, independent
+    equality).
+
+    Args:
+      lo, hi: [B, D] bounds (hi +inf for none), 0 <= lo <= hi.
+      total: [B] totals (> 0) or None. eq: whether the total is an equality.
+      rates: [B, D] cost rates (finite, >= 0) or None without a cost model.
+      budget: [B] cost budgets (finite, > 0) or None; needs rates.
+      used: [B, D] bool, the dims that carry traffic, or None: ok is False where one of them
+        is held at about 0 (``upper`` <= the tight tolerance); the LP path words that error
+        (or, where ``upper`` is not <= 0 to it, builds the problem as before).
+    """
+    nb, d = lo.shape
+    has_total, has_budget, has_cost = total is not None, budget is not None, rates is not None
+    eq = bool(eq) and has_total
+    r = rates if has_cost else np.zeros((nb, d))
+    rows = np.arange(nb)[:, None]
+    ix = (rows, np.argsort(r, axis=-1, kind="stable")) if has_cost else None
+    w = hi - lo
+    sum_lo = _over_dims(np.add, lo)
+    ok = np.ones(nb, bool)
+    y_max, y_min = w, 0.0
+    fill = None
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Bounds of y over the set, feasibility, least cost.
+        if has_total:
+            s0 = total - sum_lo
+            rounding = _FEASIBILITY_RTOL * total
+            ok &= s0 >= -rounding
+            y_max = np.minimum(w, s0[:, None])
+            if eq:
+                ok &= s0 <= _over_dims(np.add, w) + rounding
+                width = np.minimum(w, np.maximum(s0, 0.0)[:, None])
+                y_min = np.maximum(s0[:, None] - (_over_dims(np.add, width)[:, None] - width), 0.0)
+                if has_cost:
+                    fill = _cheapest_fill(ix, width, s0)
+        if has_budget:
+            norm_r = np.sqrt(_over_dims(np.add, r * r))
+            ok &= norm_r > 0
+            cost_lo = _over_dims(np.add, r * lo)
+            c0 = budget - cost_lo
+            least = cost_lo if fill is None else _over_dims(np.add, r * (lo + fill))
+            ok &= least <= budget * (1.0 + _FEASIBILITY_RTOL)
+            if eq:
+                line_min, line_max = _cost_line_range(ix, r, width, s0, c0)
+                y_max = np.minimum(y_max, line_max)
+                y_min = np.maximum(y_min, line_min)
+            else:
+                y_max = np.minimum(y_max, np.where(r > 0, c0[:, None] / r, np.inf))
+        upper = lo + y_max
+        # max(1, max |upper|): the scale of the LP path's tolerance (`_tight_tol`) and, as
+        # upper >= 0 when feasible, its cap on the interior's slack (`_interior_point`).
+        scale = np.maximum(1.0, _over_dims(np.maximum, np.abs(upper)))
+        ok &= scale < np.inf  # bounded
+        tol = 1e-9 * scale
+        lo_tight = upper - lo <= tol[:, None]
+        hi_tight = hi - (lo + y_min) <= tol[:, None]  # False for hi = inf
+        if used is not None:  # traffic on a dim held at (about) 0
+            ok &= ~_over_dims(np.logical_or, used & (upper <= tol[:, None]))
+
+        # Rows in the LP path's order: the total (equality or inequality), then the budget.
+        n_in = int(has_total and not eq) + int(has_budget)
+        a_eq, b_eq = np.empty((nb, int(eq), d)), np.empty((nb, int(eq)))
+        a_in, b_in = np.empty((nb, n_in, d)), np.empty((nb, n_in))
+        in_tight = np.empty((nb, n_in), bool)
+        total_tight = np.full(nb, eq)  # the total holds with equality on the whole set
+        if has_total:
+            root_d = math.sqrt(d)
+            (a_eq if eq else a_in)[:, 0] = 1.0 / root_d
+            (b_eq if eq else b_in)[:, 0] = total / root_d
+            if not eq:
+                total_tight = in_tight[:, 0] = total / root_d - sum_lo / root_d <= tol
+        if has_budget:
+            a_in[:, -1] = r / norm_r[:, None]
+            b_in[:, -1] = budget / norm_r
+            cost_tight = in_tight[:, -1] = budget / norm_r - least / norm_r <= tol
+
+        # Interior. The fixed dims sit at their tight bound; base / top are lo / hi with the
+        # fixed dims at that value, so sums over all dims count what the fixed ones take.
+        free = ~(lo_tight | hi_tight)
+        n_free = _over_dims(np.add, free.astype(np.intp))
+        base = np.where(hi_tight & ~lo_tight, hi, lo)
+        top = np.where(lo_tight, lo, hi)
+        r_star = np.minimum(scale, _over_dims(np.minimum, np.where(free, w, np.inf)) / 2)
+        if has_total:
+            s0_f = total - _over_dims(np.add, base)  # what the free dims carry above lo
+
+            def bound_eq():
+                bound = np.minimum(s0_f, _over_dims(np.add, top) - total)
+                return np.where(n_free > 0, bound / n_free, np.inf)
+
+            r_star = np.minimum(r_star, _choose(total_tight, eq, bound_eq,
+                                                lambda: s0_f / (n_free + root_d)))
+        if has_budget:
+            r_free = r * free
+            top_rate = _over_dims(np.maximum, np.where(free, r, -np.inf))
+            same_rate = top_rate <= _over_dims(np.minimum, np.where(free, r, np.inf))
+            ok &= ~cost_tight | np.where(total_tight, same_rate, top_rate <= 0)
+            c0_f = budget - _over_dims(np.add, r * base)
+            rates_f = _over_dims(np.add, r_free)
+
+            def lines():
+                # The lines L_m over the free dims in increasing rate (fixed dims: width 0).
+                w_s = np.minimum(top - base, 3.0 * np.maximum(s0_f, 0.0)[:, None])[ix]
+                free_s, r_s = free[ix], r_free[ix]
+                m = _excl_cumsum(free_s.astype(np.float64))
+                beta = (rates_f + norm_r)[:, None] - 2.0 * _excl_cumsum(r_s) + r_s * (
+                    2.0 * m - n_free[:, None])
+                num = c0_f[:, None] - _excl_cumsum(r_s * w_s) - r_s * (
+                    s0_f[:, None] - _excl_cumsum(w_s))
+                return _over_dims(np.minimum, np.where(free_s, num / beta, np.inf))
+
+            bound = _choose(total_tight, eq, lines, lambda: c0_f / (rates_f + norm_r))
+            r_star = np.where(cost_tight, r_star, np.minimum(r_star, bound))
+        ok &= r_star > 0
+
+        # The point: water-fill in the shrunk box [a, b] (a = b on the fixed dims), then mind
+        # the budget.
+        shift = r_star[:, None] * free
+        a = base + shift
+        sum_a = _over_dims(np.add, a)
+        # Under a total equality the free dims carry total - sum_a above a, together.
+        b = np.maximum(a, _choose(
+            total_tight, eq, lambda: np.minimum(top - shift, a + (total - sum_a)[:, None]),
+            lambda: np.minimum(top, upper) - shift))
+
+        def middle():  # the middle of the sums allowed
+            most = _over_dims(np.add, b)
+            if has_total:
+                most = np.minimum(most, total - root_d * r_star)
+            return (sum_a + most) / 2
+
+        target = _choose(total_tight, eq, lambda: total, middle)
+        interior = _water_fill(a, b, target, rows)
+        if has_budget:
+            cheap = _choose(total_tight, eq,
+                            lambda: a + _cheapest_fill(ix, b - a, target - sum_a), lambda: a)
+            allowed = budget - norm_r * r_star
+            cost_point = _over_dims(np.add, r * interior)
+            cost_cheap = _over_dims(np.add, r * cheap)
+            theta = np.minimum(np.maximum(
+                (allowed - cost_cheap) / (cost_point - cost_cheap), 0.0), 1.0)
+            theta = np.where(~cost_tight & (cost_point > allowed), theta, 1.0)
+            interior = cheap + theta[:, None] * (interior - cheap)
+
+    fields = dict(
+        cost_rate=r, lo=lo, hi=hi, upper=upper, a_eq=a_eq, b_eq=b_eq, a_in=a_in, b_in=b_in,
+        lo_tight=lo_tight, hi_tight=hi_tight, in_tight=in_tight, interior=interior,
+        min_cost_bw=(interior.copy() if not has_cost else lo + fill if fill is not None
+                     else lo.copy()),
+        total_bw_gbps=total if has_total else _over_dims(np.add, interior),
+    )
+    return fields, ok
+
+
+# ------------------------------------------------------------------ batches (stacked arrays)
+
+
+def _batch_array(values, shape, field: str, default: float | None = None) -> np.ndarray:
+    """float64 array of ``shape`` ([B, ...]) from ``values`` of that shape, or of shape[1:]
+    (the same for every problem of the batch; a fresh copy either way)."""
+    if values is None:
+        return np.full(shape, default, np.float64)
+    try:
+        x = np.asarray(values, np.float64)
+    except (TypeError, ValueError):
+        raise LibraInputError(f"{field}: not an array of numbers.") from None
+    if x.shape != tuple(shape) and x.shape != tuple(shape[1:]):
+        raise LibraInputError(
+            f"{field} has shape {x.shape}: expected {list(shape)} (or {list(shape[1:])} for "
+            "the same values in every problem)."
+        )
+    return np.array(np.broadcast_to(x, shape))
+
+
+def _first_bad(bad: np.ndarray, values: np.ndarray, field: str, rule: str):
+    """Raises for the first True entry of ``bad`` (problem index first), naming it."""
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = "".join(f"[{i}]" for i in index)
+        raise LibraInputError(f"{field}{where} = {values[index]:g}: {rule}")
+
+
+def problems_from_stacked(
+    traffic_gb,
+    weight,
+    compute_s,
+    *,
+    total_bw_gbps=None,
+    total_bw_mode: str = "eq",
+    lower_gbps=None,
+    upper_gbps=None,
+    cost_rates_usd_per_gbps=None,
+    max_cost_usd=None,
+    field_prefix: str = "constraints",
+) -> Problem:
+    """B problems of one constraint form at once, as ONE `Problem` with a leading batch axis.
+
+    Vectorised over the batch (no Python loop over problems): validation, then the closed form
+    of `_closed_form` for the constraint fields. Each problem's constraint fields equal
+    `problem_from_arrays` on it. Phases are not merged: a phase with weight 0 or no traffic
+    stays, as a row of zero traffic with weight 0 (the solver's padding), so all problems keep
+    the same K. The few problems the closed form leaves to the LP path (see `_closed_form`) are
+    built by it one at a time, which also words their errors (infeasible: the LP's minimal
+    conflicting subset; unbounded), prefixed with the problem's index.
+
+    Args:
+      traffic_gb: [B, K, D] GB each phase moves on each dim.
+      weight: [B, K] how many times each phase occurs in a step (>= 0).
+      compute_s: [B] compute time of a step (s), or one value for all.
+      total_bw_gbps: [B] or one total (> 0), or None for no total.
+      total_bw_mode: "eq" (sum == total) or "le" (sum <= total), for the whole batch.
+      lower_gbps, upper_gbps: [B, D] or [D] bounds, or None (0 / none); upper +inf for none.
+      cost_rates_usd_per_gbps: [B, D] or [D] $ per GB/s of each dim (finite, >= 0), or None
+        without a cost model.
+      max_cost_usd: [B] or one cost budget (finite, > 0), or None; needs cost rates.
+      field_prefix: config prefix used in error messages.
+
+    Returns:
+      A `Problem` whose array leaves have a leading axis B (numpy): traffic_gb [B, K, D],
+      weight [B, K], compute_s [B], the constraint fields ([B, D], a_eq [B, E, D] with one row
+      per equality: the total in mode "eq"; a_in [B, I, D]: the total in mode "le", then the
+      budget), and empty general-model rows (piece_weight [B, 0], row_gb [B, 0, D], ...).
+
+    Raises:
+      LibraInputError: naming the field, the problem index (and dim) and the value.
+    """
+    f = field_prefix
+    traffic = np.array(traffic_gb, np.float64)  # a copy: its padding rows are zeroed below
+    if traffic.ndim != 3:
+        raise LibraInputError(f"traffic_gb has shape {traffic.shape}: expected [B, K, D].")
+    nb, k, d = traffic.shape
+    weight = _batch_array(weight, (nb, k), "weight")
+    compute = _batch_array(compute_s, (nb,), "compute_s")
+    finite_rule = "must be a finite number >= 0."
+    for x, field in ((traffic, "traffic_gb"), (weight, "weight"), (compute, "compute_s")):
+        _first_bad(~((x >= 0) & (x < np.inf)), x, field, finite_rule)
+    lo = _batch_array(lower_gbps, (nb, d), f"{f}.lower_gbps", 0.0)
+    hi = _batch_array(upper_gbps, (nb, d), f"{f}.upper_gbps", np.inf)
+    _first_bad(np.isnan(lo), lo, f"{f}.lower_gbps", "not a number.")
+    _first_bad(np.isnan(hi), hi, f"{f}.upper_gbps", "not a number.")
+    bad = ~((lo >= 0) & (lo < np.inf) & (hi > 0) & (hi >= lo))
+    if bad.any():
+        b = int(np.argwhere(bad)[0, 0])
+        _check_bounds(lo[b], hi[b], f, f"[{b}]")
+    total = None
+    if total_bw_gbps is not None:
+        total = _batch_array(total_bw_gbps, (nb,), f"{f}.total_bw_gbps")
+        _first_bad(~((total > 0) & (total < np.inf)), total, f"{f}.total_bw_gbps",
+                   "must be > 0.")
+    if total_bw_mode not in ("eq", "le"):
+        raise LibraInputError(f"{f}.total_bw_mode = {total_bw_mode!r}: must be 'eq' or 'le'.")
+    has_cost = cost_rates_usd_per_gbps is not None
+    rates = None
+    if has_cost:
+        rates = _batch_array(cost_rates_usd_per_gbps, (nb, d), "cost_rates_usd_per_gbps")
+        _first_bad(~((rates >= 0) & (rates < np.inf)), rates, "cost_rates_usd_per_gbps",
+                   finite_rule)
+    budget = None
+    if max_cost_usd is not None:
+        if not has_cost:
+            raise LibraInputError(
+                f"{f}.max_cost_usd: a cost budget needs a cost model (set cost_model.file)."
+            )
+        budget = _batch_array(max_cost_usd, (nb,), f"{f}.max_cost_usd")
+        _first_bad(~((budget > 0) & (budget < np.inf)), budget, f"{f}.max_cost_usd",
+                   "must be a finite number > 0.")
+
+    # Phases that cannot change the step time become padding: no traffic, weight 0.
+    keep = (weight > 0) & _over_dims(np.logical_or, traffic > 0)
+    traffic *= keep[:, :, None]
+    weight *= keep
+    fields, ok = _closed_form(lo, hi, total, total_bw_mode == "eq", rates, budget,
+                              (traffic > 0).any(axis=1))
+    for b in np.flatnonzero(~ok):
+        spec = ConstraintSpec(
+            total_bw_gbps=None if total is None else float(total[b]),
+            total_bw_mode=total_bw_mode, lower_gbps=list(lo[b]), upper_gbps=list(hi[b]),
+            max_cost_usd=None if budget is None else float(budget[b]))
+        try:
+            p = _build(traffic[b], weight[b], float(compute[b]),
+                       None if rates is None else rates[b], spec, f, None, closed_form=False)
+        except LibraInputError as e:
+            raise LibraInputError(f"problem {b} of the batch: {e}") from None
+        for name, value in fields.items():
+            value[b] = getattr(p, name)
     return Problem(
-        traffic_gb=jnp.asarray(traffic_gb.reshape(-1, d)),
-        weight=jnp.asarray(weight),
-        compute_s=jnp.asarray(compute_s, jnp.float64),
-        cost_rate=jnp.asarray(rates),
-        lo=jnp.asarray(lo),
-        hi=jnp.asarray(hi),
-        upper=jnp.asarray(upper),
-        a_eq=jnp.asarray(a_eq.reshape(-1, d)),
-        b_eq=jnp.asarray(b_eq),
-        a_in=jnp.asarray(a_in.reshape(-1, d)),
-        b_in=jnp.asarray(b_in),
-        lo_tight=jnp.asarray(lo_tight),
-        hi_tight=jnp.asarray(hi_tight),
-        in_tight=jnp.asarray(in_tight),
-        interior=jnp.asarray(interior),
-        min_cost_bw=jnp.asarray(min_cost_bw),
-        total_bw_gbps=jnp.asarray(total_base, jnp.float64),
-        piece_weight=jnp.asarray(piece_w),
-        row_piece=jnp.asarray(row_piece, jnp.int32),
-        row_const_s=jnp.asarray(row_c),
-        row_gb=jnp.asarray(row_a.reshape(-1, d)),
-        row_nest=jnp.asarray(row_nest.reshape(row_piece.shape[0], piece_w.shape[0])),
-        row_on=jnp.ones(row_piece.shape, bool),
-        comm_const_s=jnp.asarray(comm_c0, jnp.float64),
+        traffic_gb=traffic,
+        weight=weight,
+        compute_s=compute,
+        **fields,
+        piece_weight=np.zeros((nb, 0)),
+        row_piece=np.zeros((nb, 0), np.int32),
+        row_const_s=np.zeros((nb, 0)),
+        row_gb=np.zeros((nb, 0, d)),
+        row_nest=np.zeros((nb, 0, 0)),
+        row_on=np.zeros((nb, 0), bool),
+        comm_const_s=np.zeros(nb),
         has_cost=has_cost,
     )
 
