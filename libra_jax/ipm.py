@@ -448,9 +448,10 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         c_eq = jnp.sum(jnp.diagonal(s_mat)) / n
         a_mat = proj @ s_mat @ proj + c_eq * (q_eq.T @ q_eq)
         scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(a_mat), tiny))
-        a_til = scale[:, None] * a_mat * scale[None, :] + jnp.diag(
-            jnp.full((n,), 10 * eps, dt))
-        low, _ = cholesky(a_til)
+        # No ridge: even 10 eps on the unit diagonal stalls the last digits of ill-conditioned
+        # (nested-row) problems at 1e-9; a breakdown gives a non-finite step, which is
+        # rejected (the iterate stays, the loop stops).
+        low, _ = cholesky(scale[:, None] * a_mat * scale[None, :])
         y_fix = jnp.where(fix_y, jnp.concatenate([value - bw, -st.tj]), 0.0)
         r_p = jnp.where(e_on, f - e @ bw, 0.0) - e_full @ y_fix
         a_p = solve_lower(r_eq, r_p, eq_dep)
@@ -544,8 +545,8 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         floor = mu * num_ineq <= eps * jnp.abs(step_now)
         if DEBUG:
             jax.debug.print("it {i} a_aff {aa:.3g} sig {s:.3g} mu {m:.3g} alpha {a:.3g} "
-                            "step {st:.12g} lb {lb:.12g} resid {r:.3g}", i=st.it, aa=a_aff,
-                            s=sigma, m=mu, a=alpha, st=step_now, lb=lb, r=resid)
+                            "step {st:.12g} lb {lb:.12g} resid {r:.3g} rg {g1:.3g} {g2:.3g}", i=st.it, aa=a_aff,
+                            s=sigma, m=mu, a=alpha, st=step_now, lb=lb, r=resid, g1=jnp.max(jnp.abs(r_g[0]), initial=0.0), g2=jnp.max(jnp.abs(r_g[1]), initial=0.0))
 
         def pick(new, old):
             return jnp.where(finite, new, old)
