@@ -15,11 +15,12 @@ Shapes and compilations. Problems are padded on the host with neutral values to 
   * a padded phase or piece has no traffic and no rows (its time variable is pinned at 0);
   * a padded inequality row is 0 <= 1 and a padded equality 0 == 0; neither takes part.
 
-D is kept exact up to 4 and then rounded to 6, 8, 16, ...; the other sizes are rounded up to
-powers of two (K at least 4). The batch axis is padded too: a bucket's problems run in
-chunks whose sizes come from a fixed ladder (16, 128, 1024, 8192, ... up to ``max_chunk``),
-so a call with another number of problems reuses compiled code. Compilations are at most
-(buckets used) x (chunk sizes used), never one per call; `compiled_programs` counts them.
+D is rounded up to 4, 8, 16, ... and the other sizes to powers of two (K at least 4): few,
+coarse buckets, since padding costs little and each program costs seconds to compile. The
+batch axis is padded too: a bucket's problems run in chunks whose sizes come from a fixed
+ladder (16, 1024, 65536, ... up to ``max_chunk``), so a call with another number of problems
+reuses compiled code. Compilations are at most (buckets used) x (chunk sizes used), never one
+per call; `compiled_programs` counts them.
 
 Certification. The kernel stops when its Lagrangian bound (`ipm.lagrangian_bound`) certifies
 the gap; where it does not (rare: degenerate problems on which the closed-form bound is
@@ -47,11 +48,15 @@ from libra_jax.certificate import tangent_lp_bound
 from libra_jax.problem import Problem
 from libra_jax.types import STATUS_NAMES, Status
 
+# The engine's certificates are float64 (a float32 kernel is an explicit dtype choice), as in
+# solve.py: every entry point that solves goes through one of the two modules.
+jax.config.update("jax_enable_x64", True)
+
 GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
 VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok (float64)
 TOLERANCES = {np.dtype(np.float64): (GAP_TOL, VIOLATION_TOL),
               np.dtype(np.float32): (1e-4, 1e-6)}
-CHUNK_LADDER = (16, 128, 1024, 8192, 65536, 524288)
+CHUNK_LADDER = (16, 1024, 65536, 4194304)
 
 
 def default_max_chunk() -> int:
@@ -61,9 +66,9 @@ def default_max_chunk() -> int:
 
 
 def _round_dims(d: int) -> int:
-    if d <= 4:
-        return max(d, 1)
-    return 6 if d <= 6 else 1 << (d - 1).bit_length()
+    """D of the bucket: at least 4 (padding a 2- or 3-dim problem to 4 costs little and saves
+    whole programs), then powers of two."""
+    return max(4, 1 << (max(d, 1) - 1).bit_length())
 
 
 def _pow2(n: int, minimum: int = 0) -> int:
@@ -140,15 +145,14 @@ def unstack(p: Problem, i: int) -> Problem:
 
 
 def chunk_plan(n: int, max_chunk: int) -> list[int]:
-    """Chunk sizes (from `CHUNK_LADDER`, at most ``max_chunk``) covering ``n`` problems:
-    full chunks of the largest size, then the rest by smaller sizes, the last one padded."""
+    """Chunk sizes covering ``n`` problems: full chunks of the largest `CHUNK_LADDER` size
+    <= ``max_chunk``, then one chunk of the smallest ladder size that holds the rest (padded
+    by repeating a problem). With the ladder 16, 1024, 65536, ... a bucket compiles at most
+    two or three programs whatever the batch sizes."""
     ladder = [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
-    plan, left = [], n
-    for size in reversed(ladder):
-        while left >= size:
-            plan.append(size)
-            left -= size
-    if left > 0:
+    full, left = divmod(n, ladder[-1])
+    plan = [ladder[-1]] * full
+    if left:
         plan.append(next(c for c in ladder if c >= left))
     return plan
 

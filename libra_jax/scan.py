@@ -106,7 +106,9 @@ class RunConfig:
 
     output_dir: Optional[str] = None  # null -> the Hydra run dir; reuse a dir to resume
     chunk_size: int = 2048  # designs per chunk file (part of the resume identity)
-    solve_chunk: int = 256  # problems per jit(vmap) call (fixed: one compile per bucket)
+    solve_chunk: Optional[int] = None  # most problems per device call (null: the engine's
+    #   default, batch.default_max_chunk: 1024 on CPUs, 65536 on GPUs)
+    dtype: str = "float64"  # float64 | float32 (the kernel's precision; certified in float64)
     dedup: bool = True  # solve each distinct (shape, workload, budget) once per chunk
     format: str = "auto"  # auto (parquet if pyarrow is installed, else csv) | csv | parquet
     max_chunks: Optional[int] = None  # compute at most this many chunks, then stop
@@ -520,7 +522,8 @@ def solve_designs(
     space: ScanSpace,
     *,
     dedup: bool = True,
-    solve_chunk: int = 256,
+    solve_chunk: int | None = None,
+    dtype: str = "float64",
     solver: Callable | None = None,
     builder: _Builder | None = None,
     timings: dict | None = None,
@@ -531,7 +534,8 @@ def solve_designs(
       designs: the chunk.
       space: its space.
       dedup: solve each distinct (shape, workload, budget) once (see module docstring).
-      solve_chunk: problems per jit(vmap) call (`batch.solve_batch`'s ``chunk``).
+      solve_chunk: most problems per device call (`batch.solve_batch`'s ``chunk``).
+      dtype: the kernel's precision, "float64" or "float32" (`batch.solve_batch`).
       solver: ``solve_batch``-compatible function (tests count calls); default
         `batch.solve_batch`.
       builder: caches shared across chunks.
@@ -556,7 +560,7 @@ def solve_designs(
         problems = [builder.problem(x, rates) for x, (_, rates) in zip(designs, nets)]
         which = list(range(len(designs)))
     t1 = time.perf_counter()
-    res = solver(problems, chunk=solve_chunk)
+    res = solver(problems, chunk=solve_chunk, dtype=np.dtype(dtype))
     t2 = time.perf_counter()
     rows = []
     for x, (net, rates), j in zip(designs, nets, which):
@@ -951,11 +955,13 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
     """
     start = time.perf_counter()
     r = cfg.scan
-    if r.chunk_size < 1 or r.solve_chunk < 1:
+    if r.chunk_size < 1 or (r.solve_chunk is not None and r.solve_chunk < 1):
         raise LibraInputError(
             f"scan.chunk_size = {r.chunk_size}, scan.solve_chunk = {r.solve_chunk}: both must "
-            "be >= 1."
+            "be >= 1 (solve_chunk may be null)."
         )
+    if r.dtype not in ("float64", "float32"):
+        raise LibraInputError(f"scan.dtype = {r.dtype!r}: choose float64 or float32.")
     if cfg.report.rank_by not in RANK_KEYS:
         raise LibraInputError(
             f"report.rank_by = {cfg.report.rank_by!r}: expected one of {', '.join(RANK_KEYS)}."
@@ -1000,7 +1006,7 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
         if r.max_chunks is not None and done_now >= r.max_chunks:
             break
         rows = solve_designs(chunk, space, dedup=r.dedup, solve_chunk=r.solve_chunk,
-                             solver=solver, builder=builder, timings=timings)
+                             dtype=r.dtype, solver=solver, builder=builder, timings=timings)
         t = time.perf_counter()
         write_chunk(rows, path, fmt)
         timings["write"] = timings.get("write", 0.0) + time.perf_counter() - t

@@ -49,7 +49,7 @@ class FakeSolver:
         self.calls = 0
         self.problems = 0
 
-    def __call__(self, problems, chunk=None):
+    def __call__(self, problems, chunk=None, dtype=None):
         self.calls += 1
         self.problems += len(problems)
         bws, steps = [], []
