@@ -56,7 +56,7 @@ GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
 VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok (float64)
 TOLERANCES = {np.dtype(np.float64): (GAP_TOL, VIOLATION_TOL),
               np.dtype(np.float32): (1e-4, 1e-6)}
-CHUNK_LADDER = (16, 1024, 65536, 4194304)
+CHUNK_LADDER = (16, 1024, 65536, 524288)
 
 
 def default_max_chunk() -> int:
