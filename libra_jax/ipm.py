@@ -371,6 +371,7 @@ class _State(NamedTuple):
     nu: jax.Array
     lb: jax.Array  # best Lagrangian bound so far
     it: jax.Array
+    ridge: jax.Array  # regularisation of the scaled Newton matrix (0 unless a step broke down)
     done: jax.Array
 
 
@@ -448,10 +449,11 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         c_eq = jnp.sum(jnp.diagonal(s_mat)) / n
         a_mat = proj @ s_mat @ proj + c_eq * (q_eq.T @ q_eq)
         scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(a_mat), tiny))
-        # No ridge: even 10 eps on the unit diagonal stalls the last digits of ill-conditioned
-        # (nested-row) problems at 1e-9; a breakdown gives a non-finite step, which is
-        # rejected (the iterate stays, the loop stops).
-        low, _ = cholesky(scale[:, None] * a_mat * scale[None, :])
+        # No ridge by default: even 10 eps on the unit diagonal stalls the last digits of
+        # ill-conditioned (nested-row) problems at 1e-9; a breakdown gives a non-finite step,
+        # which is rejected and retried with a ridge (see `step`).
+        a_til = scale[:, None] * a_mat * scale[None, :]
+        low, _ = cholesky(a_til + st.ridge * jnp.eye(n, dtype=dt))
         y_fix = jnp.where(fix_y, jnp.concatenate([value - bw, -st.tj]), 0.0)
         r_p = jnp.where(e_on, f - e @ bw, 0.0) - e_full @ y_fix
         a_p = solve_lower(r_eq, r_p, eq_dep)
@@ -465,7 +467,12 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             r_y = jnp.concatenate([r_b - cpl.T @ (r_k / h_k), r_j])  # phases eliminated
             r_y = jnp.where(fix_y, 0.0, r_y - couple)
             y_p = q_eq.T @ a_p
-            z = scale * solve_upper_t(low, solve_lower(low, scale * (proj @ (r_y - s_mat @ y_p))))
+            b_til = scale * (proj @ (r_y - s_mat @ y_p))
+            z_til = solve_upper_t(low, solve_lower(low, b_til))
+            # One step of iterative refinement against the scaled matrix: near the end of the
+            # path the factor of this nearly singular matrix is only accurate to ~1e-9.
+            res = b_til - a_til @ z_til
+            z = scale * (z_til + solve_upper_t(low, solve_lower(low, res)))
             y = y_p + z
             # nu from E^T nu = r - S y, projected on the row basis: R^T nu = q_eq (r - S y).
             nu = solve_upper_t(r_eq, q_eq @ (r_y - s_mat @ y), eq_dep)
@@ -556,7 +563,12 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             s_pair=pick(s_pair, st.s_pair), s_row=pick(s_row, st.s_row),
             lam_pair=pick(new_lam[0], st.lam_pair), lam_row=pick(new_lam[1], st.lam_row),
             lam_lin=pick(new_lam[2], st.lam_lin), nu=pick(nu, st.nu), lb=best_lb,
-            it=st.it + 1, done=certified | floor | ~finite | (alpha <= 0))
+            it=st.it + 1,
+            # A step that broke down (rounding wiped out a pivot near the end of the path) is
+            # retried with a ridge, raised 100x per failure and relaxed 10x per success.
+            ridge=jnp.where(finite, 0.1 * st.ridge, jnp.maximum(100.0 * st.ridge, 1e-14)),
+            # (a rejected step's numbers certify nothing)
+            done=(finite & (certified | floor | (alpha <= 0))) | (st.ridge > 1e-6))
 
     bw0, tk0, tj0 = _start(p, cap, cap_on)
     sl0 = true_slacks(bw0, tk0, tj0)
@@ -566,7 +578,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     init = _State(bw=bw0, tk=tk0, tj=tj0, s_pair=sl0.pair, s_row=sl0.row,
                   lam_pair=lam0[0], lam_row=lam0[1], lam_lin=lam0[2],
                   nu=jnp.zeros(e.shape[0], dt), lb=jnp.asarray(-jnp.inf, dt),
-                  it=jnp.asarray(0, jnp.int32), done=~sl0.inside)
+                  it=jnp.asarray(0, jnp.int32), ridge=jnp.asarray(0.0, dt), done=~sl0.inside)
     final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
     step_s = model.step_time_s(final.bw, p)
     rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))

