@@ -252,6 +252,25 @@ def test_nan_traffic_is_non_finite(mixed):
     assert statuses == ["non-finite"] * 3, (statuses, res.step_time_ns[1:4])
 
 
+def test_shipped_cases_in_one_batch_equal_single_solves():
+    """The 15 shipped perf cases (3D and 4D, both constraint sets) in one solve_batch call
+    against their single solves and the pinned exact optima."""
+    from test_optima import CASES, _problem
+
+    cases = [c for c in CASES if c["objective"] == "perf"]
+    probs = [_problem(c["workload"], c["network"], c["communicator_file"], c["constraints"])
+             for c in cases]
+    res = B.solve_batch(probs)
+    for i, (c, p) in enumerate(zip(cases, probs)):
+        single = solve(p)
+        assert res.status[i] == single.status == "ok", c
+        assert res.step_time_ns[i] == pytest.approx(single.step_time_ns, rel=1e-9)
+        assert res.step_time_ns[i] == pytest.approx(c["step_time_ns"], rel=1e-9)
+        assert res.optimality_gap[i] <= 1e-9
+        np.testing.assert_allclose(res.bandwidth_gbps[i], single.bandwidth_gbps, rtol=1e-6,
+                                   atol=1e-6)
+
+
 # --------------------------------------------------------------------------- float32
 
 
