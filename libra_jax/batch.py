@@ -42,11 +42,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax import ipm
+from libra_jax import first_order, ipm
 from libra_jax import objective as model
 from libra_jax.certificate import tangent_lp_bound
 from libra_jax.problem import Problem
-from libra_jax.types import STATUS_NAMES, Status
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice), as in
 # solve.py: every entry point that solves goes through one of the two modules.
@@ -165,6 +165,24 @@ def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
         return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
 
 
+@functools.partial(jax.jit, static_argnames="config")
+def _kernel_optax(p: Problem, config: first_order.FirstOrderConfig):
+    """The Optax method (`first_order.py`) vmapped over a chunk, as a `ipm.KernelOutput` with
+    no multipliers: its results are certified by the host's tangent-plane LP."""
+    with jax.default_matmul_precision("highest"):
+        out = jax.vmap(lambda q: first_order.solve_first_order(
+            q, first_order.default_params(q.lo.dtype), config))(p)
+    k, d = p.traffic_gb.shape[1:]
+    b = p.lo.shape[0]
+    zeros = jnp.zeros((b, 0), p.lo.dtype)
+    return ipm.KernelOutput(
+        bw=out.bw, step_s=out.step_s, lb_s=jnp.full((b,), -jnp.inf, p.lo.dtype),
+        lam_pair=jnp.zeros((b, k, d), p.lo.dtype), lam_row=zeros, lam_lin=zeros, nu=zeros,
+        iterations=jnp.full((b,), config.num_steps, jnp.int32),
+        finite=out.status != int(Status.NONFINITE), started_inside=jnp.ones((b,), bool),
+        violation=out.max_violation)
+
+
 @jax.jit
 def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
     """Step time, bound and violation of a (float32) kernel result, in float64."""
@@ -187,7 +205,7 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
 
 def compiled_programs() -> int:
     """How many kernel programs (bucket x chunk size x dtype x config) are compiled."""
-    return _kernel._cache_size() + _evaluate_f64._cache_size()
+    return _kernel._cache_size() + _kernel_optax._cache_size() + _evaluate_f64._cache_size()
 
 
 def status_codes(started_inside, finite, gap, rel_viol, gap_tol, viol_tol):
@@ -252,7 +270,10 @@ def _run_bucket(p: Problem, cap, cap_on, *, dtype, max_chunk, devices, config):
         part, c, on = take(p, idx), cap[idx], cap_on[idx]
         low = _cast(part, dtype)
         args = _shard((low, c.astype(dtype), on), devices)
-        out = _kernel(*args, config)
+        if isinstance(config, first_order.FirstOrderConfig):
+            out = _kernel_optax(args[0], config)
+        else:
+            out = _kernel(*args, config)
         if np.dtype(dtype) != np.float64:
             bw, step, lb, viol = _evaluate_f64(*_shard((part, out, c, on), devices))
         else:
@@ -337,9 +358,20 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     return bws, BatchResult(bw_rows, step, lb, gap, rel_viol, status, iters, host)
 
 
+def _method_config(method: str, config, caps):
+    """The kernel settings of ``method`` ("ipm" or "optax"; ``config`` None = defaults)."""
+    if method == "ipm":
+        return ipm.IpmConfig() if config is None else config
+    if method == "optax":
+        if caps is not None:
+            raise LibraInputError("solver.method = 'optax' takes no cost caps (perf only).")
+        return first_order.FirstOrderConfig() if config is None else config
+    raise LibraInputError(f"solver.method = {method!r}: choose 'ipm' or 'optax'.")
+
+
 def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                   chunk: int | None = None, devices=None, certify_on_host: bool = True,
-                  config: ipm.IpmConfig = ipm.IpmConfig()) -> BatchResult:
+                  method: str = "ipm", config=None) -> BatchResult:
     """Solves stacked problems (leaves [B, ...]; e.g. `problem.problems_from_stacked`).
 
     Args:
@@ -350,12 +382,17 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
       chunk: most problems per device call (default `default_max_chunk`).
       devices: devices to shard each chunk over (default: all local devices).
       certify_on_host: certify on the host what the in-kernel bound could not.
-      config: the kernel's loop settings (static).
+      method: "ipm" (the interior-point kernel) or "optax" (the first-order method of
+        `first_order.py`, vmapped the same way; it has no in-kernel bound, so every result
+        is certified by the host's tangent-plane LP).
+      config: the kernel's settings (`ipm.IpmConfig` / `first_order.FirstOrderConfig`;
+        static; None: defaults).
 
     Returns:
       `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
       each problem's [D] vector.
     """
+    config = _method_config(method, config, caps)
     groups = [p] if isinstance(p, Problem) else list(p)
     bws, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                              certify_on_host=certify_on_host, config=config)
@@ -366,13 +403,14 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
 
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 chunk: int | None = None, devices=None, certify_on_host: bool = True,
-                config: ipm.IpmConfig = ipm.IpmConfig()) -> BatchResult:
+                method: str = "ipm", config=None) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
     Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
     through the same chunked kernel calls. Arguments as for `solve_stacked`;
     ``bandwidth_gbps`` is a list of each problem's own [D] vector.
     """
+    config = _method_config(method, config, caps)
     n = len(problems)
     by_size: dict[tuple, list[int]] = {}
     for idx, q in enumerate(problems):

@@ -181,9 +181,20 @@ def sum_row(p: Problem):
       the total it imposes on sum(bw) (GB/s), and one-hot masks of the chosen row.
     """
 
+    # Dims fixed by the constraints (batch padding fixes its dims at lo = upper) may have a
+    # zero coefficient in the total row: they hold their value and add it to the total.
+    fixed = (p.lo_tight | p.hi_tight) & (p.upper - p.lo <= _ONES_TOL * jnp.maximum(p.upper, 1))
+
+    def row_mean(a):
+        cnt = jnp.sum(a != 0, axis=1)
+        return jnp.sum(a, axis=1) / jnp.where(cnt > 0, cnt, 1)
+
     def ones_rows(a):
-        mean = jnp.mean(a, axis=1) if a.shape[1] else jnp.zeros(a.shape[:1], a.dtype)
-        return (mean > 0) & jnp.all(jnp.abs(a - mean[:, None]) <= _ONES_TOL, axis=1)
+        if not a.shape[1]:
+            return jnp.zeros(a.shape[:1], bool)
+        mean = row_mean(a)
+        same = (jnp.abs(a - mean[:, None]) <= _ONES_TOL) | ((a == 0) & fixed[None, :])
+        return (mean > 0) & jnp.all(same, axis=1)
 
     def first(mask):
         idx = jnp.argmax(mask) if mask.shape[0] else 0
@@ -196,9 +207,12 @@ def sum_row(p: Problem):
     has = has_eq | jnp.any(in_ones)
 
     def total(a, b, mask):
-        coef = jnp.sum(jnp.where(mask, jnp.mean(a, axis=1), 0.0)) if a.shape[0] else 0.0
+        if not a.shape[0]:
+            return 0.0
+        coef = jnp.sum(jnp.where(mask, row_mean(a), 0.0))
         rhs = jnp.sum(jnp.where(mask, b, 0.0))
-        return rhs / jnp.where(coef > 0, coef, 1.0)
+        outside = jnp.sum(jnp.where(mask[:, None], (a == 0), False), axis=0) & fixed
+        return rhs / jnp.where(coef > 0, coef, 1.0) + jnp.sum(jnp.where(outside, p.lo, 0.0))
 
     tot = jnp.where(has_eq, total(p.a_eq, p.b_eq, eq_mask), total(p.a_in, p.b_in, in_mask))
     return has, has_eq, tot, eq_mask, in_mask

@@ -173,34 +173,18 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
     if method not in ("ipm", "optax"):
         raise LibraInputError(f"solver.method = {method!r}: choose 'ipm' or 'optax'.")
     start = time.perf_counter()
-    if method == "optax":
-        if objective != "perf":
-            raise LibraInputError("solver.method = 'optax' supports objective = perf only.")
-        return _perf_optax(p, start)
+    if method == "optax" and objective != "perf":
+        raise LibraInputError("solver.method = 'optax' supports objective = perf only.")
     if objective == "perf_per_cost" and not p.has_cost:
         raise LibraInputError(
             "objective = perf_per_cost needs a cost model: set cost_model.file."
         )
-    out = solve_batch([p], config=config)
+    out = solve_batch([p], method=method, config=config if method == "ipm" else None)
     perf = result_from_batch(p, out, 0)
     if objective == "perf":
         perf.solve_seconds = time.perf_counter() - start
         return perf
     return _perf_per_cost(p, perf, config, start, max_rounds, batch)
-
-
-def _perf_optax(p: Problem, start: float) -> SolveResult:
-    from libra_jax.first_order import default_params, solve_first_order
-
-    out = jax.device_get(solve_first_order(p, default_params()))
-    bw = np.asarray(out.bw)
-    finite = bool(np.all(np.isfinite(bw))) and int(out.status) != Status.NONFINITE
-    lb = tangent_lp_bound(p, bw)[0] if finite else -np.inf
-    step = float(model.step_time_s(jnp.asarray(bw), p))
-    gap = max(step - lb, 0.0) / lb if lb > 0 else float("inf")
-    rel_viol = max(float(model.max_violation(jnp.asarray(bw), p)), 0.0) / _scale(p)
-    status = _status(finite, gap, rel_viol)
-    return _result(p, "perf", status, bw, gap, lb * 1e9, rel_viol, time.perf_counter() - start)
 
 
 def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
