@@ -56,9 +56,6 @@ from libra_jax import objective as model
 from libra_jax.problem import Problem
 
 
-DEBUG = False
-
-
 class IpmConfig(NamedTuple):
     """Static loop lengths and tolerances (hashable: a change recompiles)."""
 
@@ -550,11 +547,6 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
                      & (resid <= 1e3 * eps * scale_bw))
         # Complementarity at the precision's floor: no further progress is possible.
         floor = mu * num_ineq <= eps * jnp.abs(step_now)
-        if DEBUG:
-            jax.debug.print("it {i} a_aff {aa:.3g} sig {s:.3g} mu {m:.3g} alpha {a:.3g} "
-                            "step {st:.12g} lb {lb:.12g} resid {r:.3g} rg {g1:.3g} {g2:.3g}", i=st.it, aa=a_aff,
-                            s=sigma, m=mu, a=alpha, st=step_now, lb=lb, r=resid, g1=jnp.max(jnp.abs(r_g[0]), initial=0.0), g2=jnp.max(jnp.abs(r_g[1]), initial=0.0))
-
         def pick(new, old):
             return jnp.where(finite, new, old)
 
