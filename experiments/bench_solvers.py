@@ -1,8 +1,8 @@
-"""Barrier vs Optax vs cvxpy on every shipped `perf` case: time, accuracy, certified gap.
+"""Interior point (ipm) vs Optax vs cvxpy on every shipped `perf` case: time, accuracy, gap.
 
     python experiments/bench_solvers.py [--repeats 5]
 
-Times are wall-clock after compilation (median of ``--repeats`` runs). Barrier: the whole
+Times are wall-clock after compilation (median of ``--repeats`` runs). ipm: the whole
 `solve.solve(p, "perf")` (includes its host-side certificate). Optax: `solve_first_order`
 (jitted scan only; its certificate is computed afterwards, untimed). cvxpy: problem
 construction + Clarabel, in scaled units (traffic GB, times s), its bandwidths re-evaluated
@@ -105,11 +105,11 @@ def main():
     args = parser.parse_args()
     params = default_params()
     lines = [
-        "| case | barrier ms | barrier rel err | barrier gap | Optax ms | Optax rel err "
+        "| case | ipm ms | ipm rel err | ipm gap | Optax ms | Optax rel err "
         "| Optax gap | Optax viol (GB/s) | cvxpy ms | cvxpy rel err | cvxpy gap |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    worst = dict(barrier=0.0, optax=0.0, cvxpy=0.0)
+    worst = dict(ipm=0.0, optax=0.0, cvxpy=0.0)
     for name, p, opt in _cases():
         res, t_b = _timed(lambda: solve(p, "perf"), args.repeats)
         b = _row(p, opt, res.bandwidth_gbps, t_b)
@@ -118,14 +118,14 @@ def main():
         o = _row(p, opt, fo.bw, t_o)
         bw_c, t_c = _timed(lambda: _cvxpy_bw(p), max(1, args.repeats // 2))
         c = _row(p, opt, bw_c, t_c)
-        for key, r in (("barrier", b), ("optax", o), ("cvxpy", c)):
+        for key, r in (("ipm", b), ("optax", o), ("cvxpy", c)):
             worst[key] = max(worst[key], r["gap"])
         line = (f"| {name} | {b['ms']:.1f} | {b['rel']:.1e} | {b['gap']:.1e} "
                 f"| {o['ms']:.1f} | {o['rel']:.1e} | {o['gap']:.1e} | {o['viol']:.1e} "
                 f"| {c['ms']:.1f} | {c['rel']:.1e} | {c['gap']:.1e} |")
         print(line, flush=True)
         lines.append(line)
-    summary = (f"\nWorst certified gap: barrier {worst['barrier']:.1e}, "
+    summary = (f"\nWorst certified gap: ipm {worst['ipm']:.1e}, "
                f"Optax {worst['optax']:.1e}, cvxpy {worst['cvxpy']:.1e}. "
                f"Device: {jax.devices()[0].platform}; Optax: adam, "
                f"lr {float(params.learning_rate):g}, 4000 steps.\n")
