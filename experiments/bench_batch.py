@@ -161,6 +161,7 @@ def run_family(name, sizes, dtypes, cvxpy_sample, other_size, chunk):
                              build_rate=n / t_build, solve_rate=n / t_solve,
                              extra_first=first - warm, compiled=compiled,
                              ok=float(np.mean(status == "ok")), gmed=float(np.median(gap)),
+                             fallback=res.float64_fallback,
                              gmax=float(np.max(gap)), host=res.host_certified,
                              iters=float(np.mean(res.iterations)),
                              iters_max=int(np.max(res.iterations)),
@@ -181,7 +182,7 @@ def run_family(name, sizes, dtypes, cvxpy_sample, other_size, chunk):
 COLS = ("family | dtype | batch | problems/s (build+solve, warm) | x cvxpy loop | wall s | "
         "building /s | solving /s | "
         "first call extra s (compile) | programs compiled | ok | gap median | gap max | "
-        "max rel. violation | host-certified | IPM iterations mean / max")
+        "max rel. violation | host-certified | float64 fallback | IPM iterations mean / max")
 
 
 def _fmt_row(r):
@@ -189,7 +190,8 @@ def _fmt_row(r):
             f"{r['ratio']:,.0f} | {r['seconds']:.3f} | {r['build_rate']:,.0f} | "
             f"{r['solve_rate']:,.0f} | {r['extra_first']:.1f} | "
             f"{r['compiled']} | {100 * r['ok']:.1f}% | {r['gmed']:.1e} | {r['gmax']:.1e} | "
-            f"{r['viol']:.1e} | {r['host']} | {r['iters']:.1f} / {r['iters_max']} |")
+            f"{r['viol']:.1e} | {r['host']} | {r['fallback']} | {r['iters']:.1f} / "
+            f"{r['iters_max']} |")
 
 
 def main():

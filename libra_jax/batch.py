@@ -237,6 +237,7 @@ class BatchResult:
     status: list  # [B] status names
     iterations: np.ndarray  # [B] interior-point iterations
     host_certified: int = 0  # problems whose certificate needed the host LP
+    float64_fallback: int = 0  # float32 runs: problems solved again in float64
 
     def __len__(self):
         return len(self.status)
@@ -312,7 +313,7 @@ def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, sca
 
 
 def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify_on_host,
-                  config):
+                  config, float64_fallback=True):
     """Solves stacked groups (each one shape); groups of one bucket share device calls.
     Returns (bw list of [B_g, D_g] arrays, then per-problem columns in group order)."""
     devices = jax.local_devices() if devices is None else list(devices)
@@ -355,7 +356,28 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     step, lb, gap, rel_viol, status, host = _finish(
         host_problem, caps, bw_rows, cols[0], cols[1], cols[2], finite, inside, scale, dtype,
         certify_on_host)
-    return bws, BatchResult(bw_rows, step, lb, gap, rel_viol, status, iters, host)
+    res = BatchResult(bw_rows, step, lb, gap, rel_viol, status, iters, host)
+    if (np.dtype(dtype) != np.float64 and float64_fallback
+            and isinstance(config, ipm.IpmConfig)):
+        # What float32 could not certify (it stopped at its precision's floor) is solved
+        # again in float64 and counted: the results are then float64 results.
+        redo = np.nonzero(np.asarray(status) == STATUS_NAMES[Status.NOT_CONVERGED])[0]
+        if redo.size:
+            sub = solve_batch([host_problem(i) for i in redo],
+                              caps=None if caps is None else caps[redo], chunk=chunk,
+                              devices=devices, certify_on_host=certify_on_host,
+                              config=config)
+            for j, i in enumerate(redo):
+                bw_rows[i][:] = sub.bandwidth_gbps[j]
+                res.step_time_ns[i] = sub.step_time_ns[j]
+                res.lower_bound_ns[i] = sub.lower_bound_ns[j]
+                res.optimality_gap[i] = sub.optimality_gap[j]
+                res.max_violation[i] = sub.max_violation[j]
+                res.status[i] = sub.status[j]
+                res.iterations[i] = sub.iterations[j]
+            res.host_certified += sub.host_certified
+            res.float64_fallback = int(redo.size)
+    return bws, res
 
 
 def _method_config(method: str, config, caps):
@@ -371,7 +393,8 @@ def _method_config(method: str, config, caps):
 
 def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                   chunk: int | None = None, devices=None, certify_on_host: bool = True,
-                  method: str = "ipm", config=None) -> BatchResult:
+                  method: str = "ipm", config=None,
+                  float64_fallback: bool = True) -> BatchResult:
     """Solves stacked problems (leaves [B, ...]; e.g. `problem.problems_from_stacked`).
 
     Args:
@@ -387,6 +410,8 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
         is certified by the host's tangent-plane LP).
       config: the kernel's settings (`ipm.IpmConfig` / `first_order.FirstOrderConfig`;
         static; None: defaults).
+      float64_fallback: with float32, solve again in float64 what float32 could not certify
+        (counted in ``BatchResult.float64_fallback``); False keeps the float32 results.
 
     Returns:
       `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
@@ -395,7 +420,8 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
     config = _method_config(method, config, caps)
     groups = [p] if isinstance(p, Problem) else list(p)
     bws, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
-                             certify_on_host=certify_on_host, config=config)
+                             certify_on_host=certify_on_host, config=config,
+                             float64_fallback=float64_fallback)
     if isinstance(p, Problem):
         res.bandwidth_gbps = bws[0]
     return res
@@ -403,7 +429,8 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
 
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 chunk: int | None = None, devices=None, certify_on_host: bool = True,
-                method: str = "ipm", config=None) -> BatchResult:
+                method: str = "ipm", config=None,
+                float64_fallback: bool = True) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
     Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
@@ -419,10 +446,11 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     caps = None if caps is None else np.asarray(caps, np.float64)[order]
     groups = [stack([problems[i] for i in idxs]) for idxs in by_size.values()]
     _, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
-                           certify_on_host=certify_on_host, config=config)
+                           certify_on_host=certify_on_host, config=config,
+                           float64_fallback=float64_fallback)
     inv = np.empty(n, int)
     inv[order] = np.arange(n)
     return BatchResult([res.bandwidth_gbps[j] for j in inv], res.step_time_ns[inv],
                        res.lower_bound_ns[inv], res.optimality_gap[inv],
                        res.max_violation[inv], [res.status[j] for j in inv],
-                       res.iterations[inv], res.host_certified)
+                       res.iterations[inv], res.host_certified, res.float64_fallback)

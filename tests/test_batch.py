@@ -307,7 +307,7 @@ def test_float32_kernel_is_certified_in_float64():
     p = problems_from_stacked(traffic, rng.integers(1, 97, (n, k)).astype(float),
                               rng.uniform(0.05, 2.0, n), total_bw_gbps=total, upper_gbps=hi)
     exact = B.solve_stacked(p)
-    low = B.solve_stacked(p, dtype=np.float32)
+    low = B.solve_stacked(p, dtype=np.float32, float64_fallback=False)
     assert all(s == "ok" for s in exact.status)
     ok = np.asarray(low.status) == "ok"
     assert ok.mean() >= 0.95, low.status
@@ -318,6 +318,11 @@ def test_float32_kernel_is_certified_in_float64():
     assert np.all(low.lower_bound_ns <= exact.step_time_ns * (1 + 1e-9))
     rel = low.step_time_ns[ok] / exact.step_time_ns[ok] - 1
     assert np.all(rel >= -1e-5) and np.all(rel <= 1e-4)
+    # By default what float32 leaves uncertified is solved again in float64, and counted.
+    mixed32 = B.solve_stacked(p, dtype=np.float32)
+    assert mixed32.float64_fallback == int(np.sum(~ok))
+    assert all(s == "ok" for s in mixed32.status)
+    np.testing.assert_array_equal(mixed32.step_time_ns[ok], low.step_time_ns[ok])
 
 
 # --------------------------------------------------------------------------- no hangs
