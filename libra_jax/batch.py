@@ -353,12 +353,14 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
         return unstack(groups[g], i - int(offsets[g]))
 
     bw_rows = [row for b in bws for row in b]
+    fallback = (np.dtype(dtype) != np.float64 and float64_fallback
+                and isinstance(config, ipm.IpmConfig))
+    # (With the float64 fallback, a host certificate of a float32 point would be wasted.)
     step, lb, gap, rel_viol, status, host = _finish(
         host_problem, caps, bw_rows, cols[0], cols[1], cols[2], finite, inside, scale, dtype,
-        certify_on_host)
+        certify_on_host and not fallback)
     res = BatchResult(bw_rows, step, lb, gap, rel_viol, status, iters, host)
-    if (np.dtype(dtype) != np.float64 and float64_fallback
-            and isinstance(config, ipm.IpmConfig)):
+    if fallback:
         # What float32 could not certify (it stopped at its precision's floor) is solved
         # again in float64 and counted: the results are then float64 results.
         redo = np.nonzero(np.asarray(status) == STATUS_NAMES[Status.NOT_CONVERGED])[0]
