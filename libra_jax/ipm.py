@@ -13,36 +13,40 @@ followed by J pieces of a general model (`problem.ModelRows`):
 
 Every slack is concave in z, so the problem is convex. The method is Mehrotra's
 predictor-corrector on the perturbed KKT conditions (Nocedal & Wright, Numerical
-Optimization, Sec. 14.2 and 19.3), with the slacks computed from z (the iterate stays
-strictly feasible for every inequality; equalities may carry a residual that each step
-removes by the fraction it takes):
+Optimization, Sec. 14.2 and 19.3). The curved rows (pairs, general rows) get slack variables
+s with residual r_g = g(z) + s driven to 0 by the Newton steps; the linear slacks are computed
+from bw and stay exact, so every iterate satisfies the linear constraints and bw stays above
+its lower bounds (hence > 0):
 
-    grad f + sum_i lam_i grad g_i + E^T nu = 0,   lam_i s_i = sigma mu,   E bw = f,
+    grad f + sum_i lam_i grad g_i + E^T nu = 0,   lam_i s_i = sigma mu,   g_i(z) + s_i = 0,
+    E bw = f.
 
-g_i = -s_i. Eliminating d lam_i = (sigma mu - corr_i)/s_i - lam_i + (lam_i / s_i) grad g_i . dz
-leaves the system
+Eliminating ds_i = -r_g,i - grad g_i . dz and d lam_i leaves
 
-    M dz + E^T nu = -grad f - sum_i grad g_i (sigma mu - corr_i) / s_i,    E dz = f - E bw,
+    M dz + E^T nu = -grad f - sum_i grad g_i rho_i,    E dz = f - E bw,
     M = sum_i lam_i hess g_i + sum_i (lam_i / s_i) grad g_i grad g_i^T,
+    rho_i = (sigma mu - corr_i + lam_i r_g,i) / s_i,
 
 solved for nu itself (it enters nowhere else). The structure makes this cheap without any
 LAPACK call, so the kernel vmaps over problems as pure elementwise work:
 
   * each phase variable t_k appears only in its own pairs, so its block of M is the scalar
     h_k = sum_d lam_kd / s_kd and it is eliminated exactly (Schur complement), leaving a
-    (D + J) x (D + J) symmetric positive definite system in (bw, pieces);
-  * dims and pieces fixed by the constraints (or by batch padding) are eliminated too, so
-    the remaining matrix is positive definite;
+    (D + J) x (D + J) symmetric positive definite system S in (bw, pieces);
+  * dims and pieces fixed by the constraints (or by batch padding) are eliminated too;
+  * the equality rows enter through a fixed orthonormal basis q of their row space
+    (`row_basis`, Gram-Schmidt once per problem; dependent rows dropped): y = q^T a + z with
+    R a = r_p and z from the positive definite (P S P + c q^T q) z = P (...), P = I - q^T q;
   * that matrix is Jacobi-scaled and factored by a Cholesky written in jnp operations
-    (`cholesky`: n rank-one updates, unrolled over the static n), and the few equality rows
-    (E <= 2 for the scans) by a second, pivot-skipping Cholesky of E S^-1 E^T, which drops
-    dependent rows instead of failing.
+    (`cholesky`: n rank-one updates, unrolled over the static n up to 16), with one step of
+    iterative refinement. A step that breaks down numerically (rounding wiped out a pivot
+    near the end of the path) is rejected and retried with a small ridge.
 
-The step length is the largest alpha <= 1 keeping lam > 0 and the linearised slacks > 0 with a
-0.99 fraction to the boundary, then halved (up to `IpmConfig.max_halvings` trial points,
-evaluated at once) until every true slack is positive (a concave slack positive at 0 and at
-alpha is positive in between). The iteration stops when the Lagrangian lower bound of
-`lagrangian_bound` certifies the gap (``gap_tol``), or after ``max_iter`` iterations.
+The step length is the largest alpha <= 1 keeping slacks and multipliers positive with a 0.99
+fraction to the boundary, and no used bandwidth below half its value (the linearisation of
+a / bw holds in a relative neighbourhood). The iteration stops when the Lagrangian lower bound
+of `lagrangian_bound` certifies the gap (``gap_tol``), when the complementarity reaches the
+precision's floor, or after ``max_iter`` iterations.
 """
 
 from __future__ import annotations
