@@ -35,8 +35,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from libra_jax import batch as B  # noqa: E402
-from libra_jax.problem import problems_from_stacked  # noqa: E402
+from libra_jax.model.problem import problems_from_stacked  # noqa: E402
+from libra_jax.solvers import batch as B  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -25,14 +25,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax import objective as model
-from libra_jax.certificate import tangent_lp_bound
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.first_order import default_params, solve_first_order
-from libra_jax.problem import ConstraintSpec, build_problem
-from libra_jax.solve import solve
-from libra_jax.topology import load_network_file
-from libra_jax.workload import load_workload
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model import objective as model
+from libra_jax.model.problem import ConstraintSpec, build_problem
+from libra_jax.solvers.certificate import tangent_lp_bound
+from libra_jax.solvers.first_order import default_params, solve_first_order
+from libra_jax.solvers.solve import solve
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "libra_jax" / "data" / "libra_inputs"

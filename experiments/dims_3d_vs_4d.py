@@ -28,13 +28,13 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from libra_jax import objective as model  # noqa: E402
-from libra_jax.config import resolve_path  # noqa: E402
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model  # noqa: E402
-from libra_jax.problem import ConstraintSpec, build_problem  # noqa: E402
-from libra_jax.solve import equal_split, solve  # noqa: E402
-from libra_jax.topology import load_network_file  # noqa: E402
-from libra_jax.workload import check_workload_network, load_workload  # noqa: E402
+from libra_jax.cli.config import resolve_path  # noqa: E402
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model  # noqa: E402
+from libra_jax.inputs.topology import load_network_file  # noqa: E402
+from libra_jax.inputs.workload import check_workload_network, load_workload  # noqa: E402
+from libra_jax.model import objective as model  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec, build_problem  # noqa: E402
+from libra_jax.solvers.solve import equal_split, solve  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import speedup as common  # noqa: E402  (shared helpers: config loading, output folder)

@@ -6,7 +6,7 @@ For each workload x network x link latency L (every dimension; a Switch step is 
 
 1. LIBRA's optimum: bandwidths minimising LIBRA's step time (model=libra) at sum == budget;
 2. the latency-aware optimum: bandwidths and chunk count minimising the pipelined model's step
-   time (model=pipelined, `timing.solve_chunk_counts` over the configured counts);
+   time (model=pipelined, `chunk_counts.solve_chunk_counts` over the configured counts);
 3. both designs timed with the pipelined model's simulated chunk schedule (for LIBRA's design
    at its best chunk count), and LIBRA's own prediction for its design.
 
@@ -21,11 +21,10 @@ import pathlib
 import sys
 import time
 
-import numpy as np
-
-from libra_jax import timing  # noqa: E402
-from libra_jax.problem import ConstraintSpec  # noqa: E402
-from libra_jax.solve import solve  # noqa: E402
+from libra_jax.model import timing  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec  # noqa: E402
+from libra_jax.solvers.solve import solve  # noqa: E402
+from libra_jax.studies import chunk_counts  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import speedup as common  # noqa: E402  (shared helpers: config loading, cases, output folder)
@@ -56,7 +55,7 @@ def run(cfg) -> list[dict]:
             tm = timing.TimingModel(model="pipelined",
                                     latency_ns=[float(lat)] * case.network.num_dims,
                                     endpoint_delay_ns=float(cfg.endpoint_delay_ns))
-            choice = timing.solve_chunk_counts(case.network, case.workload_obj, None, spec, tm,
+            choice = chunk_counts.solve_chunk_counts(case.network, case.workload_obj, None, spec, tm,
                                                list(cfg.chunks))
             aware = choice.results[choice.best]
             k_aware = choice.chunks[choice.best]

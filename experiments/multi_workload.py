@@ -3,7 +3,7 @@
     python experiments/multi_workload.py [key=value ...]      # config: conf/experiment/multi_workload.yaml
 
 For each budget (sum of per-NPU bandwidths == budget, GB/s) and each shared-design objective
-of `libra_jax.multi.solve_multi` (``sum_time``: LIBRA's minimum sum of step times;
+of `libra_jax.studies.multi.solve_multi` (``sum_time``: LIBRA's minimum sum of step times;
 ``worst_slowdown``: minimum of the largest step time / own optimum), every workload's step
 time under the shared design is compared with its own optimum (the best design for it alone)
 and with the equal split. Writes <output_dir>/<name>.md, <name>_slowdown.png (slowdown vs own
@@ -22,12 +22,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from libra_jax.config import resolve_path  # noqa: E402
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model  # noqa: E402
-from libra_jax.multi import solve_multi  # noqa: E402
-from libra_jax.problem import ConstraintSpec, build_problem  # noqa: E402
-from libra_jax.topology import load_network_file  # noqa: E402
-from libra_jax.workload import check_workload_network, load_workload  # noqa: E402
+from libra_jax.cli.config import resolve_path  # noqa: E402
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model  # noqa: E402
+from libra_jax.inputs.topology import load_network_file  # noqa: E402
+from libra_jax.inputs.workload import check_workload_network, load_workload  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec, build_problem  # noqa: E402
+from libra_jax.studies.multi import solve_multi  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import speedup as common  # noqa: E402  (shared helpers: config loading, output folder)

@@ -23,10 +23,10 @@ from omegaconf import DictConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speedup as common  # noqa: E402  (shared helpers)
 
-from libra_jax.batch import solve_batch  # noqa: E402
-from libra_jax.certificate import tangent_lp_bound  # noqa: E402
-from libra_jax.problem import ConstraintSpec  # noqa: E402
-from libra_jax.solve import GAP_TOL, equal_split, solve  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec  # noqa: E402
+from libra_jax.solvers.batch import solve_batch  # noqa: E402
+from libra_jax.solvers.certificate import tangent_lp_bound  # noqa: E402
+from libra_jax.solvers.solve import GAP_TOL, equal_split, solve  # noqa: E402
 
 NEAR = (0.01, 0.05, 0.10)  # report the least cost within these fractions of the perf optimum
 

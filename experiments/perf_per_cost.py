@@ -25,9 +25,9 @@ from omegaconf import DictConfig
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speedup as common  # noqa: E402  (shared helpers)
 
-from libra_jax.batch import solve_batch  # noqa: E402
-from libra_jax.problem import ConstraintSpec  # noqa: E402
-from libra_jax.solve import equal_split, solve  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec  # noqa: E402
+from libra_jax.solvers.batch import solve_batch  # noqa: E402
+from libra_jax.solvers.solve import equal_split, solve  # noqa: E402
 
 
 def run(cfg: DictConfig) -> list[dict]:

@@ -27,10 +27,10 @@ import numpy as np  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from libra_jax import config as libra_config  # noqa: E402
-from libra_jax.batch import solve_batch  # noqa: E402
-from libra_jax.problem import ConstraintSpec, build_problem  # noqa: E402
-from libra_jax.solve import equal_split  # noqa: E402
+from libra_jax.cli import config as libra_config  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec, build_problem  # noqa: E402
+from libra_jax.solvers.batch import solve_batch  # noqa: E402
+from libra_jax.solvers.solve import equal_split  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENT_CONF = ROOT / "conf" / "experiment"

@@ -15,6 +15,9 @@ Units live in names: ``_ns`` / ``_s`` nanoseconds / seconds, ``_bytes`` / ``_gb`
 from __future__ import annotations
 
 import enum
+import functools
+
+import jax
 
 PHASES = ("forward", "input_grad", "weight_grad")
 COLLECTIVES = ("NONE", "ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL", "SENDRECV")
@@ -59,3 +62,21 @@ STATUS_NAMES = {
 class LibraInputError(ValueError):
     """Bad user input. The message names the file or field, the line where there is one,
     and the offending value, in one paragraph (the CLI prints it without a traceback)."""
+
+
+def float64(fn):
+    """Runs ``fn`` with JAX's float64 switched on, for that call only.
+
+    The solvers certify gaps of 1e-6 and violations of 1e-9, which need float64. Rather than
+    flip JAX's global default when a module is imported (which would change every user's
+    dtype), each public solver entry point carries this decorator, and the command-line
+    entry points turn float64 on once for the whole process (`libra_jax.cli.config`).
+    Kernels asked for ``dtype=float32`` still run in float32 inside.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return wrapper

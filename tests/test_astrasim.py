@@ -1,4 +1,4 @@
-"""Tests of libra_jax.astrasim: ASTRA-sim 2.x network YAML / system JSON interop."""
+"""Tests of libra_jax.inputs.astrasim: ASTRA-sim 2.x network YAML / system JSON interop."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from libra_jax.astrasim import GIB_PER_GB, export_design, import_network_yaml
-from libra_jax.topology import network_from_lists, parse_notation
+from libra_jax.inputs.astrasim import GIB_PER_GB, export_design, import_network_yaml
+from libra_jax.inputs.topology import network_from_lists, parse_notation
 from libra_jax.types import LibraInputError
 
 NET = parse_notation("RI(4)_FC(8)_RI(4)_SW(32)")

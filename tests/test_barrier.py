@@ -7,8 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from libra_jax.barrier import (
-    BarrierData, barrier_derivatives, barrier_minimize, barrier_value, empty_rows,
+from libra_jax.solvers.barrier import (
+    BarrierData,
+    barrier_derivatives,
+    barrier_minimize,
+    barrier_value,
+    empty_rows,
 )
 
 

@@ -18,16 +18,13 @@ import subprocess
 import sys
 import textwrap
 
-import jax
 import numpy as np
 import pytest
-
-from libra_jax import batch as B
-from libra_jax.problem import problems_from_stacked
-from libra_jax.solve import solve
 from test_solve_random import build, make_case
 
-jax.config.update("jax_enable_x64", True)
+from libra_jax.model.problem import problems_from_stacked
+from libra_jax.solvers import batch as B
+from libra_jax.solvers.solve import solve
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -50,7 +47,7 @@ SHARD_SCRIPT = textwrap.dedent(
     import jax
     import numpy as np
     jax.config.update("jax_enable_x64", True)
-    from libra_jax.batch import solve_batch
+    from libra_jax.solvers.batch import solve_batch
     from test_solve_random import build, make_case
 
     assert len(jax.devices()) == 4, jax.devices()
@@ -333,8 +330,8 @@ HANG_SCRIPT = textwrap.dedent(
     import jax
     import numpy as np
     jax.config.update("jax_enable_x64", True)
-    from libra_jax import batch as B
-    from libra_jax.problem import problems_from_stacked
+    from libra_jax.solvers import batch as B
+    from libra_jax.model.problem import problems_from_stacked
 
     rng = np.random.default_rng(3)
     n, k, d = 10000, 8, 4

@@ -1,4 +1,4 @@
-"""Tests for the LP-free problem building in libra_jax.problem: the closed form of
+"""Tests for the LP-free problem building in libra_jax.model.problem: the closed form of
 `problem_from_arrays` against the LP path (kept as `problem._build(..., closed_form=False)`),
 the stacked batch builder `problems_from_stacked` against `problem_from_arrays`, and the error
 messages of both."""
@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from libra_jax import problem
-from libra_jax.problem import ConstraintSpec, problem_from_arrays, problems_from_stacked
+from libra_jax.model import problem
+from libra_jax.model.problem import (
+    ConstraintSpec,
+    problem_from_arrays,
+    problems_from_stacked,
+)
 from libra_jax.types import LibraInputError
 
 CONSTRAINT_FIELDS = ("cost_rate", "lo", "hi", "upper", "a_eq", "b_eq", "a_in", "b_in",

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from libra_jax.report import RESULT_KEYS
+from libra_jax.cli.report import RESULT_KEYS
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OPTIMA = json.loads((REPO / "tests" / "fixtures" / "libra_optima.json").read_text())

@@ -1,4 +1,4 @@
-"""Tests for libra_jax.collectives.traffic_bytes: hand numbers, dim order, jit/vmap/grad."""
+"""Tests for libra_jax.model.collectives.traffic_bytes: hand numbers, dim order, jit/vmap/grad."""
 
 import json
 from pathlib import Path
@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from libra_jax.collectives import traffic_bytes
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model.collectives import traffic_bytes
 from libra_jax.types import Collective as C
-from libra_jax.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "libra_jax" / "data" / "libra_inputs"

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from libra_jax import config
+from libra_jax.cli import config
+from libra_jax.inputs import LIBRA_INPUTS_DIR
 from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -173,13 +174,13 @@ def test_missing_file_names_key_and_path(tmp_path, monkeypatch):
         config.to_inputs(cfg)
     message = str(info.value)
     assert "workload.communicator_file" in message and "communicator/nope.yml" in message
-    assert str(tmp_path) in message and str(config.DATA_DIR) in message
+    assert str(tmp_path) in message and str(LIBRA_INPUTS_DIR) in message
 
 
 def test_relative_paths_try_working_dir_first(tmp_path, monkeypatch):
     # A file of the same relative name in the working directory wins over the shipped one.
     (tmp_path / "network").mkdir()
-    shipped = config.DATA_DIR / "network" / "3d_network.yml"
+    shipped = LIBRA_INPUTS_DIR / "network" / "3d_network.yml"
     text = shipped.read_text().replace(
         "Topology: [ Ring, FullyConnected, Switch ]", "Topology: [ Ring, Ring, Switch ]"
     )
@@ -194,7 +195,7 @@ def test_relative_paths_try_working_dir_first(tmp_path, monkeypatch):
 
 
 def test_absolute_paths(tmp_path):
-    src = config.DATA_DIR / "workload" / "Turing_NLG.txt"
+    src = LIBRA_INPUTS_DIR / "workload" / "Turing_NLG.txt"
     dst = tmp_path / "my_workload.txt"
     shutil.copy(src, dst)
     _, workload, _, _ = config.to_inputs(_compose("conf=turing_nlg", f"workload.file={dst}"))

@@ -15,13 +15,23 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from libra_jax import config
-from libra_jax.cosearch import cosearch, enumerate_placements, placement_from_communicator
-from libra_jax.generators import Npu, Parallel, Placement, Transformer, transformer_workload
-from libra_jax.problem import build_problem
-from libra_jax.solve import solve
+from libra_jax.cli import config
+from libra_jax.inputs.generators import (
+    Npu,
+    Parallel,
+    Placement,
+    Transformer,
+    transformer_workload,
+)
+from libra_jax.inputs.workload import load_communicator
+from libra_jax.model.problem import build_problem
+from libra_jax.solvers.solve import solve
+from libra_jax.studies.cosearch import (
+    cosearch,
+    enumerate_placements,
+    placement_from_communicator,
+)
 from libra_jax.types import LibraInputError
-from libra_jax.workload import load_communicator
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 INPUTS = REPO / "libra_jax" / "data" / "libra_inputs"

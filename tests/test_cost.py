@@ -1,4 +1,4 @@
-"""Tests for libra_jax.cost: reference cost formula, hand numbers, errors."""
+"""Tests for libra_jax.inputs.cost: reference cost formula, hand numbers, errors."""
 
 import json
 import math
@@ -9,13 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from libra_jax.cost import (
+from libra_jax.inputs.cost import (
     CostModel,
     cost_rates_usd_per_gbps,
     load_cost_model,
     network_cost_usd,
 )
-from libra_jax.topology import load_network_file, network_from_lists, parse_notation
+from libra_jax.inputs.topology import (
+    load_network_file,
+    network_from_lists,
+    parse_notation,
+)
 from libra_jax.types import LibraInputError
 
 ROOT = Path(__file__).resolve().parents[1]

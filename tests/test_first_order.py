@@ -1,4 +1,4 @@
-"""Tests for libra_jax.first_order: the Optax projected / augmented-Lagrangian solver."""
+"""Tests for libra_jax.solvers.first_order: the Optax projected / augmented-Lagrangian solver."""
 
 import json
 from pathlib import Path
@@ -10,15 +10,13 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from libra_jax import first_order as F
-from libra_jax.certificate import tangent_lp_bound
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.problem import ConstraintSpec, build_problem, problem_from_arrays
-from libra_jax.topology import load_network_file
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model.problem import ConstraintSpec, build_problem, problem_from_arrays
+from libra_jax.solvers import first_order as F
+from libra_jax.solvers.certificate import tangent_lp_bound
 from libra_jax.types import Status
-from libra_jax.workload import load_workload
-
-jax.config.update("jax_enable_x64", True)
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "libra_jax" / "data" / "libra_inputs"
@@ -217,7 +215,7 @@ def test_sum_row_is_found_among_the_rows():
 def test_smooth_max_bounds_the_max():
     p = _toy()
     bw = jnp.array([3.0, 4.0, 3.0])
-    from libra_jax.objective import comm_time_s
+    from libra_jax.model.objective import comm_time_s
 
     exact = float(comm_time_s(bw, p))
     for temp in (1e-1, 1e-3, 1e-6):

@@ -14,14 +14,14 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from libra_jax import config
-from libra_jax.collectives import traffic_bytes
-from libra_jax.generators import generate, resnet50_layers
-from libra_jax.problem import ConstraintSpec, build_problem
-from libra_jax.topology import load_network_file
+from libra_jax.cli import config
+from libra_jax.inputs.generators import generate, resnet50_layers
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model.problem import ConstraintSpec, build_problem
 from libra_jax.types import Collective as C
 from libra_jax.types import LibraInputError
-from libra_jax.workload import load_workload
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 INPUTS = REPO / "libra_jax" / "data" / "libra_inputs"

@@ -1,9 +1,9 @@
-"""Tests for libra_jax.linear.parse_linear_constraints."""
+"""Tests for libra_jax.model.linear.parse_linear_constraints."""
 
 import numpy as np
 import pytest
 
-from libra_jax.linear import parse_linear_constraints
+from libra_jax.model.linear import parse_linear_constraints
 from libra_jax.types import LibraInputError
 
 

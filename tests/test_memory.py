@@ -8,8 +8,8 @@ import pathlib
 import pytest
 import yaml
 
-from libra_jax.generators import Npu, Parallel, Transformer
-from libra_jax.memory import check_fits, transformer_memory
+from libra_jax.inputs.generators import Npu, Parallel, Transformer
+from libra_jax.model.memory import check_fits, transformer_memory
 from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -13,18 +13,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from libra_jax import batch as B
-from libra_jax import objective as model
-from libra_jax.barrier import BarrierData, barrier_derivatives, barrier_value
-from libra_jax.certificate import tangent_lp_bound
-from libra_jax.problem import ConstraintSpec, ModelRows, build_problem, problem_from_arrays
-from libra_jax.solve import solve
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.topology import load_network_file
-from libra_jax.types import LibraInputError
-from libra_jax.workload import load_workload
 from test_optima import DATA, SPECS
+
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model import objective as model
+from libra_jax.model.problem import (
+    ConstraintSpec,
+    ModelRows,
+    build_problem,
+    problem_from_arrays,
+)
+from libra_jax.solvers import batch as B
+from libra_jax.solvers.barrier import BarrierData, barrier_derivatives, barrier_value
+from libra_jax.solvers.certificate import tangent_lp_bound
+from libra_jax.solvers.solve import solve
+from libra_jax.types import LibraInputError
 
 
 def shipped(workload, dims, constraints):

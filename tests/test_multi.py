@@ -14,17 +14,16 @@ import cvxpy as cp
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from libra_jax import multi
-from libra_jax import objective as model
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.problem import ConstraintSpec, build_problem
-from libra_jax.report import MULTI_WORKLOAD_KEYS, RESULT_KEYS
-from libra_jax.topology import load_network_file
-from libra_jax.types import LibraInputError
-from libra_jax.workload import load_workload
-
 from reference_cvxpy import PerfReference, RefConstraints, _solve
+
+from libra_jax.cli.report import MULTI_WORKLOAD_KEYS, RESULT_KEYS
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model import objective as model
+from libra_jax.model.problem import ConstraintSpec, build_problem
+from libra_jax.studies import multi
+from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO / "libra_jax" / "data" / "libra_inputs"

@@ -1,4 +1,4 @@
-"""Tests for libra_jax.objective: hand-computed values, unused dims, gradients, jit, vmap,
+"""Tests for libra_jax.model.objective: hand-computed values, unused dims, gradients, jit, vmap,
 constraint violation."""
 
 import math
@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from libra_jax import objective as model
-from libra_jax.problem import ConstraintSpec, problem_from_arrays
+from libra_jax.model import objective as model
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
 
 
 def _problem(traffic, weight, compute_s, rates=None, spec=None):

@@ -15,11 +15,11 @@ import pathlib
 import numpy as np
 import pytest
 
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.problem import ConstraintSpec, build_problem
-from libra_jax.solve import equal_split, solve
-from libra_jax.topology import load_network_file
-from libra_jax.workload import load_workload
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model.problem import ConstraintSpec, build_problem
+from libra_jax.solvers.solve import equal_split, solve
 
 HERE = pathlib.Path(__file__).resolve().parent
 DATA = HERE.parent / "libra_jax" / "data" / "libra_inputs"

@@ -1,4 +1,4 @@
-"""Tests for libra_jax.pipelined: ASTRA-sim microbenchmarks, LIBRA limit, hand cases,
+"""Tests for libra_jax.model.pipelined: ASTRA-sim microbenchmarks, LIBRA limit, hand cases,
 Pieces, jit / vmap / grad."""
 
 import csv
@@ -11,9 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-
-from libra_jax import collectives
-from libra_jax import pipelined as pl
+from libra_jax.model import collectives
+from libra_jax.model import pipelined as pl
 from libra_jax.types import Block, Collective, LibraInputError
 
 # A copy of ../shared/reference/astrasim/microbench.csv (66 ASTRA-sim runs; see the README

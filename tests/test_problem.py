@@ -1,4 +1,4 @@
-"""Tests for libra_jax.problem: phase merging, traffic of shipped inputs, input errors,
+"""Tests for libra_jax.model.problem: phase merging, traffic of shipped inputs, input errors,
 implicit equalities and the equal-split baseline."""
 
 from pathlib import Path
@@ -6,11 +6,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from libra_jax.problem import ConstraintSpec, build_problem, merge_phases, problem_from_arrays
-from libra_jax.solve import equal_split, solve
-from libra_jax.topology import load_network_file
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model.problem import (
+    ConstraintSpec,
+    build_problem,
+    merge_phases,
+    problem_from_arrays,
+)
+from libra_jax.solvers.solve import equal_split, solve
 from libra_jax.types import LibraInputError
-from libra_jax.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "libra_jax" / "data" / "libra_inputs"

@@ -17,14 +17,14 @@ import sys
 import numpy as np
 import pytest
 
-from libra_jax import scan
-from libra_jax.batch import BatchResult
-from libra_jax.config import DATA_DIR
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.problem import ConstraintSpec, build_problem, problem_from_arrays
-from libra_jax.topology import load_network_file
+from libra_jax.cli import scan
+from libra_jax.inputs import LIBRA_INPUTS_DIR
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_communicator, load_workload
+from libra_jax.model.problem import ConstraintSpec, build_problem, problem_from_arrays
+from libra_jax.solvers.batch import BatchResult
 from libra_jax.types import LibraInputError
-from libra_jax.workload import load_communicator, load_workload
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def test_enumerate_shapes_by_hand():
 ])
 def test_parallel_communicators_reproduce_shipped(shape, tp, comm_file):
     tp_comm, dp_comm = scan.parallel_communicators(shape, tp)
-    shipped = load_communicator(DATA_DIR / "communicator" / comm_file)
+    shipped = load_communicator(LIBRA_INPUTS_DIR / "communicator" / comm_file)
     np.testing.assert_array_equal(shipped, [tp_comm, tp_comm, dp_comm])
 
 
@@ -130,10 +130,10 @@ def test_config_errors():
 
 
 def test_fast_problem_equals_build_problem():
-    net = load_network_file(DATA_DIR / "network" / "4d_network.yml")
-    wl = load_workload(DATA_DIR / "workload" / "GPT_3.txt",
-                       DATA_DIR / "communicator" / "GPT_3_4d.yml", 4)
-    rates = cost_rates_usd_per_gbps(net, load_cost_model(DATA_DIR / "cost_model" /
+    net = load_network_file(LIBRA_INPUTS_DIR / "network" / "4d_network.yml")
+    wl = load_workload(LIBRA_INPUTS_DIR / "workload" / "GPT_3.txt",
+                       LIBRA_INPUTS_DIR / "communicator" / "GPT_3_4d.yml", 4)
+    rates = cost_rates_usd_per_gbps(net, load_cost_model(LIBRA_INPUTS_DIR / "cost_model" /
                                                          "4d_cost_model.yml"))
     spec = ConstraintSpec(total_bw_gbps=500.0)
     space = scan.make_space(_cfg(npus=4096))
@@ -274,7 +274,7 @@ def test_scan_real_solver_dedup_matches_full(tmp_path):
         np.testing.assert_allclose(x["step_time_ns"], y["step_time_ns"], rtol=1e-9)
         np.testing.assert_allclose(x["network_cost_usd"], y["network_cost_usd"], rtol=1e-6)
     # Against a single solve of the same design built the long way.
-    from libra_jax.solve import solve
+    from libra_jax.solvers.solve import solve
 
     space = scan.make_space(cfg)
     d = next(scan.iter_designs(space))

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from test_optima import DATA, SPECS
 
-from libra_jax.cost import CostModel, cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.problem import ConstraintSpec, build_problem
-from libra_jax.sensitivity import sensitivities
-from libra_jax.solve import solve
-from libra_jax.topology import load_network_file
-from libra_jax.workload import load_workload
+from libra_jax.inputs.cost import CostModel, cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import load_network_file
+from libra_jax.inputs.workload import load_workload
+from libra_jax.model.problem import ConstraintSpec, build_problem
+from libra_jax.solvers.solve import solve
+from libra_jax.studies.sensitivity import sensitivities
 
 REL = 1e-4
 STEP = 1e-4

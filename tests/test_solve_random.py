@@ -15,11 +15,11 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from libra_jax import objective as model
-from libra_jax.problem import ConstraintSpec, problem_from_arrays
-from libra_jax.solve import solve
 from reference_cvxpy import PerfReference, RefConstraints, min_linear
+
+from libra_jax.model import objective as model
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
+from libra_jax.solvers.solve import solve
 
 # --------------------------------------------------------------------------- generation
 
@@ -273,7 +273,7 @@ def test_padding_phase_does_not_change_solution(pad):
 
 
 def test_same_shape_problems_share_one_compilation():
-    from libra_jax import batch
+    from libra_jax.solvers import batch
 
     t = np.array([[1.0]])
     w = np.array([3.0])

@@ -8,16 +8,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from libra_jax import objective as model
-from libra_jax import pipelined
-from libra_jax.collectives import traffic_bytes
-from libra_jax.problem import ConstraintSpec, build_problem
-from libra_jax.solve import solve
-from libra_jax import timing as timing_mod
-from libra_jax.timing import TimingModel, build_timed_problem, solve_chunk_counts
-from libra_jax.topology import network_from_lists
+from libra_jax.inputs.topology import network_from_lists
+from libra_jax.inputs.workload import Workload
+from libra_jax.model import objective as model
+from libra_jax.model import pipelined
+from libra_jax.model import timing as timing_mod
+from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model.problem import ConstraintSpec, build_problem
+from libra_jax.model.timing import TimingModel, build_timed_problem
+from libra_jax.solvers.solve import solve
+from libra_jax.studies.chunk_counts import solve_chunk_counts
 from libra_jax.types import Block, Collective, LibraInputError
-from libra_jax.workload import Workload
 
 AR, RS, AG = int(Collective.ALLREDUCE), int(Collective.REDUCESCATTER), int(Collective.ALLGATHER)
 NONE = int(Collective.NONE)
@@ -198,7 +199,7 @@ def test_block_hops_follow_the_ring_data():
 def test_sensitivities_of_overlap_loops_match_re_solves(loop):
     """Nested rows (critical paths): the marginal value of the budget against central
     differences of re-solves, and of a free GB/s on each dimension."""
-    from libra_jax.sensitivity import sensitivities
+    from libra_jax.studies.sensitivity import sensitivities
 
     wl = _three_layers(1)
     tm = TimingModel(training_loop=loop)
@@ -282,7 +283,7 @@ def _check_size_sensitivities(wl, tm, entries, hidden_ok=False):
     0 to within the differences' noise: re-solves of nested rows are certified to ~1e-10 of
     the step, which over 2h = 2e-3 m is 1e-7 of the step per byte). Returns the [L, 3]
     gradient."""
-    from libra_jax.sensitivity import sensitivities
+    from libra_jax.studies.sensitivity import sensitivities
 
     p = build_timed_problem(NET, wl, None, SPEC, tm)
     res = solve(p)

@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 
-from libra_jax.astrasim import import_network_yaml
-from libra_jax.report import RESULT_KEYS
-from libra_jax.evaluate import EVALUATE_KEYS
+from libra_jax.cli.evaluate import EVALUATE_KEYS
+from libra_jax.cli.report import RESULT_KEYS
+from libra_jax.inputs.astrasim import import_network_yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OPTIMA = json.loads((REPO / "tests" / "fixtures" / "libra_optima.json").read_text())

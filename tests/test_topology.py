@@ -1,11 +1,11 @@
-"""Tests for libra_jax.topology: loading, notation, validation messages."""
+"""Tests for libra_jax.inputs.topology: loading, notation, validation messages."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from libra_jax.topology import (
+from libra_jax.inputs.topology import (
     Network,
     load_network_file,
     network_from_lists,

@@ -1,18 +1,18 @@
-"""Tests for libra_jax.workload: shipped inputs, header form, native YAML, errors."""
+"""Tests for libra_jax.inputs.workload: shipped inputs, header form, native YAML, errors."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from libra_jax.topology import load_network_file, parse_notation
-from libra_jax.types import Collective, LibraInputError
-from libra_jax.workload import (
+from libra_jax.inputs.topology import load_network_file, parse_notation
+from libra_jax.inputs.workload import (
     Workload,
     check_workload_network,
     load_communicator,
     load_workload,
 )
+from libra_jax.types import Collective, LibraInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "libra_jax" / "data" / "libra_inputs"

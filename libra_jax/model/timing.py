@@ -35,16 +35,15 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-import time
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax import pipelined
-from libra_jax.collectives import traffic_bytes
-from libra_jax.problem import ConstraintSpec, ModelRows, Problem, build_problem
+from libra_jax.model import pipelined
+from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model.problem import ConstraintSpec, ModelRows, Problem, build_problem
 from libra_jax.types import Collective, LibraInputError
 
 MODELS = ("libra", "pipelined")
@@ -411,53 +410,6 @@ def build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec: Constr
     """`problem.build_problem` with the step-time model ``tm``."""
     return build_problem(network, workload, cost_rates_usd_per_gbps, spec,
                          field_prefix=field_prefix, rows=model_rows(workload, network, tm))
-
-
-@dataclasses.dataclass(frozen=True)
-class ChunkChoice:
-    """The chunk-count search: one result per candidate, and the best."""
-
-    chunks: tuple[int, ...]
-    results: tuple  # SolveResult per candidate, same order
-    best: int  # index into chunks of the best certified result (least objective)
-    problems: tuple = ()  # the Problem of each candidate, same order
-
-
-def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
-                       tm: TimingModel, chunks: Sequence[int], objective: str = "perf",
-                       method: str = "ipm") -> ChunkChoice:
-    """Optimises the bandwidths for every chunk count in ``chunks`` and picks the best pair.
-
-    More chunks pipeline better across dimensions but pay the per-step latency once per
-    chunk, so the best count depends on the bandwidths and the other way round. For
-    ``perf`` the candidates have the same array shapes and are solved in one batched call
-    (`batch.solve_batch`); ``perf_per_cost`` runs one certified search per candidate.
-    The best is the least objective among the results with status ok (all of them when
-    none is ok).
-    """
-    from libra_jax import batch, solve as solve_mod  # (solve imports nothing from here)
-
-    if tm.model != "pipelined":
-        raise LibraInputError(
-            f"system.chunks = {list(chunks)}: a chunk-count search needs model=pipelined.")
-    cands = [int(k) for k in chunks]
-    if not cands or len(set(cands)) != len(cands):
-        raise LibraInputError(f"system.chunks = {list(chunks)}: give distinct counts >= 1.")
-    problems = [build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec,
-                                    dataclasses.replace(tm, chunks=k)) for k in cands]
-    if objective == "perf" and method == "ipm":
-        start = time.perf_counter()
-        out = batch.solve_batch(problems)
-        seconds = time.perf_counter() - start  # the whole batch: every candidate at once
-        results = tuple(solve_mod.result_from_batch(p, out, i, seconds)
-                        for i, p in enumerate(problems))
-    else:
-        results = tuple(solve_mod.solve(p, objective, method=method) for p in problems)
-    key = "step_time_ns" if objective == "perf" else "time_x_cost"
-    ok = [i for i, r in enumerate(results) if r.status == "ok"] or list(range(len(results)))
-    best = min(ok, key=lambda i: getattr(results[i], key))
-    return ChunkChoice(chunks=tuple(cands), results=results, best=best,
-                       problems=tuple(problems))
 
 
 # ------------------------------------------------------------------------ evaluation

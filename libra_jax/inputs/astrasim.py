@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.topology import Network, _read_yaml_mapping, network_from_lists
+from libra_jax.inputs.topology import Network, network_from_lists, read_yaml_mapping
 from libra_jax.types import BLOCKS, LibraInputError
 
 # ASTRA-sim 2.x reads link GB/s as 2^30 bytes/s; libra_jax counts 1e9 bytes/s.
@@ -376,7 +376,7 @@ def import_network_yaml(
         > 0, latency not finite and >= 0, or a bad ``algorithm`` / ``cost_tiers``.
     """
     path = os.fspath(path)
-    data = _read_yaml_mapping(path, "ASTRA-sim network", allowed=_YAML_KEYS)
+    data = read_yaml_mapping(path, "ASTRA-sim network", allowed=_YAML_KEYS)
     for key in ("topology", "npus_count"):
         if key not in data:
             raise LibraInputError(

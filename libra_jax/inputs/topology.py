@@ -3,7 +3,7 @@
 A network is a stack of D dimensions; dimension d is built from one kind of building
 block (Ring, FullyConnected or Switch) joining ``npus[d]`` NPUs, and the whole network
 has ``prod(npus)`` NPUs. Each dimension may name the cost-model row (``cost_tiers[d]``)
-that prices it; see ``libra_jax.cost``.
+that prices it; see ``libra_jax.inputs.cost``.
 
 Three ways to build a :class:`Network`, all validated on the host and all raising
 :class:`~libra_jax.types.LibraInputError` for bad input:
@@ -336,7 +336,7 @@ def _read_yaml(path: str | os.PathLike, what: str) -> Any:
         ) from e
 
 
-def _read_yaml_mapping(
+def read_yaml_mapping(
     path: str | os.PathLike, what: str, allowed: Sequence[str] | None = None
 ) -> dict:
     """Reads a YAML file whose top level must be a mapping (of known keys, if given)."""
@@ -381,7 +381,7 @@ def load_network_file(path: str | os.PathLike) -> Network:
         error of :func:`network_from_lists`.
     """
     path = os.fspath(path)
-    data = _read_yaml_mapping(path, "network", allowed=_NETWORK_KEYS)
+    data = read_yaml_mapping(path, "network", allowed=_NETWORK_KEYS)
     for key in ("Topology", "NpusCount"):
         if key not in data:
             raise LibraInputError(

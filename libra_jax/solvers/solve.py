@@ -32,17 +32,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax import objective as model
-from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize, empty_rows
-from libra_jax.batch import (GAP_TOL, VIOLATION_TOL, solve_batch, solve_stacked, stack,
-                             status_codes)
-from libra_jax.certificate import tangent_lp_bound
-from libra_jax.ipm import IpmConfig
-from libra_jax.problem import Problem
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status
-
-jax.config.update("jax_enable_x64", True)
-
+from libra_jax.model import objective as model
+from libra_jax.model.problem import Problem
+from libra_jax.solvers.barrier import (
+    BarrierConfig,
+    BarrierData,
+    barrier_minimize,
+    empty_rows,
+)
+from libra_jax.solvers.batch import (
+    GAP_TOL,
+    VIOLATION_TOL,
+    solve_batch,
+    solve_stacked,
+    stack,
+    status_codes,
+)
+from libra_jax.solvers.certificate import tangent_lp_bound
+from libra_jax.solvers.ipm import IpmConfig
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
 
 
 @dataclasses.dataclass
@@ -76,7 +84,7 @@ class Baseline:
 # Assembly of the barrier problem
 
 
-def _rows(p: Problem, cap, cap_on):
+def constraint_rows(p: Problem, cap, cap_on):
     """Inequality and equality rows on bw (before the t columns are appended).
 
     Inequalities: [a_in (non-tight) | cost cap | -bw <= -lo | bw <= hi];
@@ -102,14 +110,14 @@ def _rows(p: Problem, cap, cap_on):
     return g, h, g_on, e, f, e_on
 
 
-def _project_affine(x, e, f, e_on):
+def project_affine(x, e, f, e_on):
     """Least-change correction of x so that the active equality rows hold exactly."""
     e = jnp.where(e_on[:, None], e, 0.0)
     r = jnp.where(e_on, e @ x - f, 0.0)
     return x - jnp.linalg.pinv(e) @ r
 
 
-def _status(finite, gap, rel_viol, started_inside=True) -> Status:
+def status_of(finite, gap, rel_viol, started_inside=True) -> Status:
     """ok means certified: finite, gap <= GAP_TOL and violation <= VIOLATION_TOL (the rule of
     `batch.status_codes`)."""
     gap = np.inf if gap is None else gap
@@ -118,7 +126,7 @@ def _status(finite, gap, rel_viol, started_inside=True) -> Status:
                                    VIOLATION_TOL)))
 
 
-def _scale(p: Problem) -> float:
+def violation_scale(p: Problem) -> float:
     """Total bandwidth used to make violations relative."""
     return float(max(np.sum(np.asarray(p.upper)), 1e-300))
 
@@ -150,6 +158,7 @@ def result_from_batch(p: Problem, out, i: int, seconds: float = float("nan")) ->
                    float(out.lower_bound_ns[i]), float(out.max_violation[i]), seconds)
 
 
+@float64
 def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
           *, method: str = "ipm", max_rounds: int = 40, batch: int = 16) -> SolveResult:
     """Solves one problem on the host. Never raises for numerical trouble: see ``status``.
@@ -193,7 +202,7 @@ def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
     c_perf = float(rates @ bw_perf)
     perf_lb = perf.lower_bound / 1e9
     # Candidates: (product, bw, violation) of every evaluated point; the perf optimum first.
-    best = (perf.step_time_ns / 1e9 * c_perf, bw_perf, perf.max_violation * _scale(p))
+    best = (perf.step_time_ns / 1e9 * c_perf, bw_perf, perf.max_violation * violation_scale(p))
     pieces = [(perf_lb, 0.0, c_perf)]  # affine minorants (lb_j, lam_j, c_j) of v(c)
     finite = perf.status != STATUS_NAMES[Status.NONFINITE]
     if c_perf - c_min <= 1e-12 * max(abs(c_perf), 1.0):
@@ -235,7 +244,7 @@ def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
             bw = np.asarray(out.bandwidth_gbps[j])
             prod = float(out.step_time_ns[j]) / 1e9 * float(rates @ bw)
             if prod < best[0]:
-                best = (prod, bw, float(out.max_violation[j]) * _scale(p))
+                best = (prod, bw, float(out.max_violation[j]) * violation_scale(p))
             lb_j, lam_j = tangent_lp_bound(p, bw, float(levels[j]))
             pieces.append((lb_j, lam_j, float(levels[j])))
         cand, vals = lower_envelope()
@@ -274,8 +283,8 @@ def _upper_envelope(slope: np.ndarray, icpt: np.ndarray) -> list[int]:
 def _pc_result(p, best, lb_total, finite, start):
     prod, bw, viol = best
     gap = max(prod - lb_total, 0.0) / lb_total if lb_total > 0 else float("inf")
-    rel_viol = max(viol, 0.0) / _scale(p)
-    status = _status(finite, gap, rel_viol)
+    rel_viol = max(viol, 0.0) / violation_scale(p)
+    status = status_of(finite, gap, rel_viol)
     return _result(p, "perf_per_cost", status, bw, gap, lb_total * 1e9, rel_viol,
                    time.perf_counter() - start)
 
@@ -291,11 +300,11 @@ def _dist_obj(z, target):
 @functools.partial(jax.jit, static_argnames="config")
 def _project_jit(p: Problem, target, config=BarrierConfig()):
     d = p.num_dims
-    g, h, g_on, e, f, e_on = _rows(p, 0.0, False)
+    g, h, g_on, e, f, e_on = constraint_rows(p, 0.0, False)
     data = BarrierData(g=g, h=h, g_on=g_on, e=e, f=f, e_on=e_on,
                        epi_traffic=jnp.zeros((0, d), g.dtype),
                        epi_on=jnp.zeros((0, d), bool), **empty_rows(d, g.dtype))
-    z0 = _project_affine(p.interior, e, f, e_on)
+    z0 = project_affine(p.interior, e, f, e_on)
     res = barrier_minimize(_dist_obj, target, z0, data, config)
     lin = jnp.where(g_on, h - g @ res.z, jnp.inf)
     return res.z, lin, g, h, e, f, e_on
@@ -303,7 +312,7 @@ def _project_jit(p: Problem, target, config=BarrierConfig()):
 
 def _polish_projection(p, target, x, lin, g, h, e, f, e_on):
     """Exact projection onto the affine set of the constraints active at x, if consistent."""
-    scale = _scale(p)
+    scale = violation_scale(p)
     act = np.asarray(lin) <= 1e-7 * scale
     rows = [np.asarray(g)[act], np.asarray(e)[np.asarray(e_on)]]
     rhs = [np.asarray(h)[act], np.asarray(f)[np.asarray(e_on)]]
@@ -318,12 +327,13 @@ def _polish_projection(p, target, x, lin, g, h, e, f, e_on):
     return y if viol <= 1e-12 * scale else x
 
 
+@float64
 def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline:
     """The equal split of ``p.total_bw_gbps``, or the feasible point nearest to it."""
     d = p.num_dims
     target = np.full(d, float(p.total_bw_gbps) / d)
     viol = float(model.max_violation(jnp.asarray(target), p))
-    projected = viol > VIOLATION_TOL * _scale(p)
+    projected = viol > VIOLATION_TOL * violation_scale(p)
     if projected:
         x, lin, g, h, e, f, e_on = jax.device_get(_project_jit(p, jnp.asarray(target), config))
         bw = _polish_projection(p, target, np.asarray(x), lin, g, h, e, f, e_on)

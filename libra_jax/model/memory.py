@@ -31,7 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from libra_jax.generators import Npu, Parallel, Transformer, transformer_stage_params
+from libra_jax.inputs.generators import (
+    Npu,
+    Parallel,
+    Transformer,
+    transformer_stage_params,
+)
 from libra_jax.types import LibraInputError
 
 

@@ -9,7 +9,7 @@ LIBRA's model (only NPUs per dimension matter), so the per-dimension factors are
 form; placements that still give identical problems are solved once (counted as duplicates).
 
 Placements whose degrees do not divide the model (heads, FFN size, layers, global batch) or
-that do not fit in NPU memory (:mod:`libra_jax.memory`) are dropped, counted by reason. Every
+that do not fit in NPU memory (:mod:`libra_jax.model.memory`) are dropped, counted by reason. Every
 other one becomes a `Problem` (same constraints as the template `problem.build_problem` builds,
 its own traffic and compute) and all are optimised for step time in one
 `batch.solve_batch` call. The report ranks them by optimal step time and compares with a
@@ -26,9 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from libra_jax.batch import solve_batch
-from libra_jax.collectives import traffic_bytes
-from libra_jax.generators import (
+from libra_jax.inputs.generators import (
     Npu,
     Parallel,
     Placement,
@@ -37,9 +35,11 @@ from libra_jax.generators import (
     group_comms,
     transformer_lines,
 )
-from libra_jax.memory import MemoryEstimate, transformer_memory
-from libra_jax.multi import merge_weighted_phases
-from libra_jax.problem import Problem
+from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model.memory import MemoryEstimate, transformer_memory
+from libra_jax.model.problem import Problem
+from libra_jax.solvers.batch import solve_batch
+from libra_jax.studies.multi import merge_weighted_phases
 from libra_jax.types import Collective, LibraInputError
 
 
@@ -264,80 +264,3 @@ def cosearch(template: Problem, network: Any, model: Transformer, base: Parallel
     ranked.sort(key=lambda r: (r.status != "ok", r.step_time_ns))
     return CosearchResult(ranked, ref, enumerated, dropped, examples, duplicates,
                           solve_seconds, time.perf_counter() - start)
-
-
-# --------------------------------------------------------------------------------------------
-# Report
-# --------------------------------------------------------------------------------------------
-
-
-def mapping_dict(r: MappingResult, reference: MappingResult | None) -> dict:
-    """JSON form of one mapping."""
-    from libra_jax.report import _num, _nums, _ratio
-
-    t, p, d = r.degrees
-    return {
-        "mapping": r.description,
-        "tp": {"degree": t, "per_dim": list(r.placement.tp)},
-        "pp": {"degree": p, "per_dim": list(r.placement.pp)},
-        "dp": {"degree": d, "per_dim": list(r.placement.dp)},
-        "step_time_ns": _num(r.step_time_ns),
-        "comm_time_ns": _num(r.comm_time_ns),
-        "bandwidth_gbps": _nums(r.bandwidth_gbps),
-        "speedup_vs_reference": None if reference is None else _ratio(
-            reference.step_time_ns, r.step_time_ns),
-        "optimality_gap": _num(r.optimality_gap),
-        "status": r.status,
-        "memory_gb": _num(r.memory.total_bytes / 1e9),
-        "fits_memory": bool(r.memory.fits),
-    }
-
-
-def result_dict(res: CosearchResult, top_k: int) -> dict:
-    """The ``cosearch`` entry of result.json."""
-    return {
-        "best": mapping_dict(res.best, res.reference),
-        "reference": None if res.reference is None else mapping_dict(res.reference,
-                                                                      res.reference),
-        "top_k": [mapping_dict(r, res.reference) for r in res.ranked[:top_k]],
-        "placements_enumerated": res.enumerated,
-        "placements_solved": len(res.ranked) + (
-            1 if res.reference is not None and res.reference not in res.ranked else 0),
-        "duplicates": res.duplicates,
-        "dropped": dict(res.dropped),
-        "dropped_examples": dict(res.dropped_examples),
-        "solve_seconds": res.solve_seconds,
-        "total_seconds": res.total_seconds,
-    }
-
-
-def format_table(res: CosearchResult, top_k: int) -> str:
-    """The co-search summary printed by the CLI."""
-    from libra_jax.report import _fmt, _table
-
-    ref = res.reference
-    lines = [f"mapping co-search: {res.enumerated} placements enumerated, "
-             f"{len(res.ranked)} solved in one batch ({res.solve_seconds:.2f} s), "
-             f"{res.duplicates} duplicates, {sum(res.dropped.values())} dropped"]
-    for reason, n in res.dropped.items():
-        lines.append(f"  dropped {n}: {reason} (e.g. {res.dropped_examples[reason]})")
-    lines.append("")
-    header = ("rank", "mapping", "step time ms", "comm ms", "speed-up vs ref", "gap",
-              "memory GB", "bandwidth GB/s")
-
-    def row(rank, r):
-        return (rank, r.description, f"{r.step_time_ns / 1e6:,.3f}",
-                f"{r.comm_time_ns / 1e6:,.3f}",
-                "-" if ref is None else f"{ref.step_time_ns / r.step_time_ns:.4f}x",
-                _fmt(r.optimality_gap, ".1e"), f"{r.memory.total_bytes / 1e9:.1f}",
-                "[" + ", ".join(f"{b:.1f}" for b in r.bandwidth_gbps) + "]")
-
-    rows = [header] + [row(str(i + 1), r) for i, r in enumerate(res.ranked[:top_k])]
-    if ref is not None:
-        rows.append(row("ref", ref))
-    lines += _table(rows, "rlrrrrrl")
-    if ref is not None:
-        lines.append("(ref: the reference communicator's mapping, same model and constraints"
-                     + ("" if ref.memory.fits else "; it does NOT fit in memory: "
-                        + ref.memory.describe()) + ")")
-    return "\n".join(lines)

@@ -31,19 +31,19 @@ import numpy as np
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from libra_jax.cost import cost_rates_usd_per_gbps, load_cost_model
-from libra_jax.problem import ConstraintSpec
-from libra_jax.topology import (
+from libra_jax.inputs import LIBRA_INPUTS_DIR
+from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.topology import (
     Network,
     load_network_file,
     network_from_lists,
     parse_notation,
 )
+from libra_jax.inputs.workload import Workload, check_workload_network, load_workload
+from libra_jax.model.problem import ConstraintSpec
 from libra_jax.types import LibraInputError
-from libra_jax.workload import Workload, check_workload_network, load_workload
 
 #: The LIBRA reference inputs shipped inside the package (second place relative paths are tried).
-DATA_DIR = pathlib.Path(__file__).resolve().parent / "data" / "libra_inputs"
 
 OBJECTIVES = ("perf", "perf_per_cost")
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
@@ -205,7 +205,7 @@ def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None
         candidates = [path]
     else:
         base = pathlib.Path(base_dir) if base_dir is not None else pathlib.Path.cwd()
-        candidates = [base / path, DATA_DIR / path]
+        candidates = [base / path, LIBRA_INPUTS_DIR / path]
     for candidate in candidates:
         if candidate.is_file():
             return str(candidate)
@@ -270,7 +270,7 @@ def to_inputs(
       ``(network, workload, cost_rates, spec)``: the :class:`Network`; the :class:`Workload`
       (checked against the network); ``cost_rates`` [D] $ per GB/s of per-NPU bandwidth on each
       dimension, or ``None`` when ``cost_model.file`` is null; the
-      :class:`~libra_jax.problem.ConstraintSpec`.
+      :class:`~libra_jax.model.problem.ConstraintSpec`.
 
     Raises:
       LibraInputError: any bad or inconsistent input; the message names the config key (or the
@@ -360,7 +360,9 @@ def to_inputs(
         )
 
     if generated:
-        from libra_jax.generators import generate  # late: generators imports scan -> config
+        from libra_jax.inputs.generators import (
+            generate,  # late: generators imports scan -> config
+        )
 
         workload = generate(c.workload.generator, c.workload.model, c.workload.parallel,
                             c.workload.npu, network.npus)
@@ -393,7 +395,7 @@ def to_timing(cfg: Any, num_dims: int):
     ``system.chunks`` may be a list (model=pipelined): the run then optimises the bandwidths
     for every count and reports the best pair; the returned model carries the first count.
     """
-    from libra_jax.timing import TimingModel, check_timing
+    from libra_jax.model.timing import TimingModel, check_timing
 
     c = _as_config(cfg)
     chunks = c.system.chunks
@@ -439,7 +441,7 @@ def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
       LibraInputError: as :func:`to_inputs`, naming ``workloads[i]``; also ``workloads`` with
         ``workload.file`` set, an empty list, bad ``weights`` or ``multi_objective``.
     """
-    from libra_jax.multi import check_weights  # late: multi imports the solver
+    from libra_jax.studies.multi import check_weights  # late: multi imports the solver
 
     c = _as_config(cfg)
     if c.workloads is None:

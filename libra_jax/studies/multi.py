@@ -43,14 +43,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax import objective as model
-from libra_jax import solve as solve_mod
-from libra_jax.batch import solve_batch
-from libra_jax.barrier import BarrierConfig, BarrierData, barrier_minimize, empty_rows
-from libra_jax.problem import ConstraintSpec, Problem, problem_from_arrays
-from libra_jax.types import STATUS_NAMES, LibraInputError
-
-jax.config.update("jax_enable_x64", True)
+from libra_jax.model import objective as model
+from libra_jax.model.problem import ConstraintSpec, Problem, problem_from_arrays
+from libra_jax.solvers import solve as solve_mod
+from libra_jax.solvers.barrier import (
+    BarrierConfig,
+    BarrierData,
+    barrier_minimize,
+    empty_rows,
+)
+from libra_jax.solvers.batch import solve_batch
+from libra_jax.types import STATUS_NAMES, LibraInputError, float64
 
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
 OBJECTIVE_UNITS = {"sum_time": "ns", "sum_time_x_cost": "ns*$", "worst_slowdown": "x"}
@@ -219,7 +222,7 @@ def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig(
     """Epigraph barrier solve over z = (bw [D], s, t [K]); see the module docstring."""
     d = p.num_dims
     k, n = traffic.shape[0], wmat.shape[0]
-    g, h, g_on, e, f, e_on = solve_mod._rows(p, 0.0, False)
+    g, h, g_on, e, f, e_on = solve_mod.constraint_rows(p, 0.0, False)
     m = g.shape[0]
     dt = g.dtype
     g_all = jnp.concatenate([
@@ -234,7 +237,7 @@ def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig(
     epi = jnp.concatenate([traffic, jnp.zeros((k, 1), dt)], axis=1)
     data = BarrierData(g=g_all, h=h_all, g_on=g_on_all, e=e_all, f=f, e_on=e_on,
                        epi_traffic=epi, epi_on=epi > 0, **empty_rows(d + 1, dt))
-    bw0 = solve_mod._project_affine(p.interior, e, f, e_on)
+    bw0 = solve_mod.project_affine(p.interior, e, f, e_on)
     used = traffic > 0
     times = jnp.where(used, traffic / jnp.where(used, bw0[None, :], 1.0), 0.0)
     t0 = 1.5 * jnp.max(times, axis=1, initial=0.0) + 1e-12
@@ -255,6 +258,7 @@ def _slowdowns(bw, problems, own_s) -> np.ndarray:
     return np.array([float(model.step_time_s(bw, p)) / o for p, o in zip(problems, own_s)])
 
 
+@float64
 def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, spec,
                    config: BarrierConfig = BarrierConfig()):
     """Minimises max_i step_i(bw) / own_s[i] with a certified lower bound.
@@ -294,7 +298,7 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
         if np.all(np.isfinite(bw_alt)):
             alt = float(np.max(_slowdowns(bw_alt, problems, own_s)))
             viol = float(model.max_violation(jnp.asarray(bw_alt), problems[0]))
-            if alt < value and viol <= solve_mod.VIOLATION_TOL * solve_mod._scale(problems[0]):
+            if alt < value and viol <= solve_mod.VIOLATION_TOL * solve_mod.violation_scale(problems[0]):
                 bw, value = bw_alt, alt
         if lb > 0:
             gap = max(value - lb, 0.0) / lb
@@ -306,6 +310,7 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
 # Driver
 
 
+@float64
 def solve_multi(
     problems: Sequence[Problem],
     names: Sequence[str],
@@ -349,7 +354,7 @@ def solve_multi(
     own_batch = solve_batch(problems)  # every workload's own optimum in one engine call
     own = [solve_mod.result_from_batch(p, own_batch, i) for i, p in enumerate(problems)]
     own_s = np.array([r.step_time_ns for r in own]) / 1e9
-    scale = solve_mod._scale(merged)
+    scale = solve_mod.violation_scale(merged)
 
     if objective in ("sum_time", "sum_time_x_cost"):
         r = solve_mod.solve(merged, "perf" if objective == "sum_time" else "perf_per_cost")
@@ -360,7 +365,7 @@ def solve_multi(
         out = worst_slowdown(problems, own_s, cost_rates_usd_per_gbps, spec, config)
         bw, value, lb, gap = out["bw"], out["value"], out["lower_bound"], out["gap"]
         viol = max(float(model.max_violation(jnp.asarray(bw), merged)), 0.0) / scale
-        st = solve_mod._status(out["finite"], gap, viol, out["started_inside"])
+        st = solve_mod.status_of(out["finite"], gap, viol, out["started_inside"])
         status = STATUS_NAMES[st]
     if status == "ok" and any(r.status != "ok" for r in own):
         status = "not converged"  # an own optimum (hence a slowdown) is not certified

@@ -16,7 +16,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from libra_jax.problem import Problem
+from libra_jax.model.problem import Problem
 
 
 def dim_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:

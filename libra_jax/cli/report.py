@@ -523,3 +523,74 @@ def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int
                     + tuple(f"{x:,.1f}" for x in b["busy_ns"]))
     lines += _table(rows, "lllrrr" + "r" * network.num_dims)
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ mapping co-search
+
+
+def cosearch_mapping_dict(r: Any, reference: Any) -> dict:
+    """JSON form of one mapping."""
+    t, p, d = r.degrees
+    return {
+        "mapping": r.description,
+        "tp": {"degree": t, "per_dim": list(r.placement.tp)},
+        "pp": {"degree": p, "per_dim": list(r.placement.pp)},
+        "dp": {"degree": d, "per_dim": list(r.placement.dp)},
+        "step_time_ns": _num(r.step_time_ns),
+        "comm_time_ns": _num(r.comm_time_ns),
+        "bandwidth_gbps": _nums(r.bandwidth_gbps),
+        "speedup_vs_reference": None if reference is None else _ratio(
+            reference.step_time_ns, r.step_time_ns),
+        "optimality_gap": _num(r.optimality_gap),
+        "status": r.status,
+        "memory_gb": _num(r.memory.total_bytes / 1e9),
+        "fits_memory": bool(r.memory.fits),
+    }
+
+
+def cosearch_dict(res: Any, top_k: int) -> dict:
+    """The ``cosearch`` entry of result.json."""
+    return {
+        "best": cosearch_mapping_dict(res.best, res.reference),
+        "reference": None if res.reference is None else cosearch_mapping_dict(res.reference,
+                                                                      res.reference),
+        "top_k": [cosearch_mapping_dict(r, res.reference) for r in res.ranked[:top_k]],
+        "placements_enumerated": res.enumerated,
+        "placements_solved": len(res.ranked) + (
+            1 if res.reference is not None and res.reference not in res.ranked else 0),
+        "duplicates": res.duplicates,
+        "dropped": dict(res.dropped),
+        "dropped_examples": dict(res.dropped_examples),
+        "solve_seconds": res.solve_seconds,
+        "total_seconds": res.total_seconds,
+    }
+
+
+def format_cosearch_table(res: Any, top_k: int) -> str:
+    """The co-search summary printed by the CLI."""
+    ref = res.reference
+    lines = [f"mapping co-search: {res.enumerated} placements enumerated, "
+             f"{len(res.ranked)} solved in one batch ({res.solve_seconds:.2f} s), "
+             f"{res.duplicates} duplicates, {sum(res.dropped.values())} dropped"]
+    for reason, n in res.dropped.items():
+        lines.append(f"  dropped {n}: {reason} (e.g. {res.dropped_examples[reason]})")
+    lines.append("")
+    header = ("rank", "mapping", "step time ms", "comm ms", "speed-up vs ref", "gap",
+              "memory GB", "bandwidth GB/s")
+
+    def row(rank, r):
+        return (rank, r.description, f"{r.step_time_ns / 1e6:,.3f}",
+                f"{r.comm_time_ns / 1e6:,.3f}",
+                "-" if ref is None else f"{ref.step_time_ns / r.step_time_ns:.4f}x",
+                _fmt(r.optimality_gap, ".1e"), f"{r.memory.total_bytes / 1e9:.1f}",
+                "[" + ", ".join(f"{b:.1f}" for b in r.bandwidth_gbps) + "]")
+
+    rows = [header] + [row(str(i + 1), r) for i, r in enumerate(res.ranked[:top_k])]
+    if ref is not None:
+        rows.append(row("ref", ref))
+    lines += _table(rows, "rlrrrrrl")
+    if ref is not None:
+        lines.append("(ref: the reference communicator's mapping, same model and constraints"
+                     + ("" if ref.memory.fits else "; it does NOT fit in memory: "
+                        + ref.memory.describe()) + ")")
+    return "\n".join(lines)

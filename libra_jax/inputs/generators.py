@@ -2,7 +2,7 @@
 
 Instead of hand-written ASTRA-sim files, a run can describe a model in the field's usual terms
 and let the generator derive the layers, their compute times and their collectives. The result
-is an ordinary :class:`~libra_jax.workload.Workload` ([L, 3] compute, collective codes, sizes and
+is an ordinary :class:`~libra_jax.inputs.workload.Workload` ([L, 3] compute, collective codes, sizes and
 [L, 3, D] communicators), exactly what the importers produce, so the solver, the CLI and the
 co-search treat it like an imported one.
 
@@ -42,9 +42,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from libra_jax.scan import parallel_communicators
+from libra_jax.inputs.workload import Workload
 from libra_jax.types import Collective, LibraInputError
-from libra_jax.workload import Workload
 
 GENERATORS = ("transformer", "moe", "resnet50", "dlrm")
 CONVENTIONS = ("libra", "megatron")
@@ -54,6 +53,44 @@ _N, _AR, _RS, _AG, _A2A, _P2P = (
     int(Collective.NONE), int(Collective.ALLREDUCE), int(Collective.REDUCESCATTER),
     int(Collective.ALLGATHER), int(Collective.ALLTOALL), int(Collective.SENDRECV),
 )
+
+
+def parallel_communicators(
+    shape: tuple[int, ...], tp: int
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """TP and DP communicators of a shape; TP fills dimensions from the innermost outward.
+
+    A dimension fully inside the TP group gets its full size in TP; a dimension split between
+    TP and DP (only if its size is a multiple of the remaining TP degree) gets the TP share in
+    TP and the rest in DP; later dimensions go to DP. -1 marks dimensions a group does not use.
+    E.g. shape (4, 8, 4, 32) with tp 16 -> TP (4, 4, -1, -1), DP (-1, 2, 4, 32).
+
+    Args:
+      shape: [D] NPUs per dimension.
+      tp: tensor-parallel degree (>= 1); DP is prod(shape) / tp.
+
+    Returns:
+      (tp_comm, dp_comm), or None when the TP group cannot be laid on the shape.
+    """
+    left = tp
+    tp_comm, dp_comm = [], []
+    for n in shape:
+        if left == 1:
+            tp_comm.append(-1)
+            dp_comm.append(n)
+        elif left % n == 0:
+            tp_comm.append(n)
+            dp_comm.append(-1)
+            left //= n
+        elif n % left == 0:
+            tp_comm.append(left)
+            dp_comm.append(n // left)
+            left = 1
+        else:
+            return None
+    if left != 1:
+        return None
+    return tuple(tp_comm), tuple(dp_comm)
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,7 +148,7 @@ class _Block:
 @dataclasses.dataclass(frozen=True)
 class Npu:
     """One NPU: ``peak_tflops`` (TFLOP/s) x ``efficiency`` (0..1] is the sustained rate;
-    ``memory_gb`` (1e9 bytes) is checked by :mod:`libra_jax.memory` (null: not checked);
+    ``memory_gb`` (1e9 bytes) is checked by :mod:`libra_jax.model.memory` (null: not checked);
     ``memory_bw_gbps`` (GB/s) times embedding lookups (DLRM only)."""
 
     peak_tflops: float

@@ -57,12 +57,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
-from libra_jax import objective as model
-from libra_jax.certificate import epigraph_rows
-from libra_jax.collectives import traffic_bytes
-from libra_jax.linear import parse_linear_constraints
-
-jax.config.update("jax_enable_x64", True)
+from libra_jax.model import objective as model
+from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model.linear import parse_linear_constraints
+from libra_jax.solvers.certificate import epigraph_rows
+from libra_jax.types import float64
 
 _NS = 1e9  # s -> ns
 _FACE_TOL = 1e-9  # optimal face: residual <= optimum + this x value
@@ -234,7 +233,7 @@ def _one_sided(lp: _LP, g: np.ndarray, q0: float) -> tuple[float, float]:
 def _price_jacobian(network, cost_model):
     """{tier: {component: d rates / d price [D]}} for the tiers the network uses (rates are
     linear in the prices, so each is the rates with that price 1 and every other price 0)."""
-    from libra_jax.cost import CostModel, cost_rates_usd_per_gbps
+    from libra_jax.inputs.cost import CostModel, cost_rates_usd_per_gbps
 
     out = {}
     for tier in dict.fromkeys(network.cost_tiers):
@@ -274,6 +273,7 @@ def _size_gradient(p, workload, x, pi_kd):
     return np.asarray(jax.grad(lagr)(jnp.asarray(size)))
 
 
+@float64
 def sensitivities(problem, result, *, spec, network=None, workload=None,
                   cost_model=None, timing_model=None) -> dict:
     """Derivatives of the optimal value in every input, from the optimal dual multipliers.
@@ -427,7 +427,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
         grad = _size_gradient(problem, workload, x, pi_kd) * s_t  # ns (x $) per byte
         out[prefix + "size_bytes"] = grad.tolist()
     elif workload is not None and timing_model is not None and network is not None:
-        from libra_jax.timing import size_gradient_ns_per_byte
+        from libra_jax.model.timing import size_gradient_ns_per_byte
 
         n_pairs = int(np.sum(np.asarray(problem.traffic_gb) > 0))
         mu_rows = lp.z[sl["pi"]][n_pairs:]

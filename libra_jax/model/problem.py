@@ -32,8 +32,8 @@ import jax
 import numpy as np
 import scipy.optimize
 
-from libra_jax.collectives import traffic_bytes
-from libra_jax.linear import parse_linear_constraints
+from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model.linear import parse_linear_constraints
 from libra_jax.types import LibraInputError
 
 

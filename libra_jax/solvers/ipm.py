@@ -56,8 +56,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from libra_jax import objective as model
-from libra_jax.problem import Problem
+from libra_jax.model import objective as model
+from libra_jax.model.problem import Problem
 
 
 class IpmConfig(NamedTuple):

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.topology import Network, _read_yaml_mapping
+from libra_jax.inputs.topology import Network, read_yaml_mapping
 from libra_jax.types import LibraInputError
 
 COMPONENTS = ("Link", "Switch", "Nic")
@@ -108,7 +108,7 @@ def load_cost_model(path: str | os.PathLike) -> CostModel:
         :class:`CostModel`).
     """
     path = os.fspath(path)
-    data = _read_yaml_mapping(path, "cost model")
+    data = read_yaml_mapping(path, "cost model")
     return CostModel(tiers=data, source=path)
 
 

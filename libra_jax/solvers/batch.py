@@ -42,15 +42,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax import first_order, ipm
-from libra_jax import objective as model
-from libra_jax.certificate import tangent_lp_bound
-from libra_jax.problem import Problem
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status
+from libra_jax.model import objective as model
+from libra_jax.model.problem import Problem
+from libra_jax.solvers import first_order, ipm
+from libra_jax.solvers.certificate import tangent_lp_bound
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice), as in
 # solve.py: every entry point that solves goes through one of the two modules.
-jax.config.update("jax_enable_x64", True)
 
 GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
 VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok (float64)
@@ -393,6 +392,7 @@ def _method_config(method: str, config, caps):
     raise LibraInputError(f"solver.method = {method!r}: choose 'ipm' or 'optax'.")
 
 
+@float64
 def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                   chunk: int | None = None, devices=None, certify_on_host: bool = True,
                   method: str = "ipm", config=None,
@@ -429,6 +429,7 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
     return res
 
 
+@float64
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 chunk: int | None = None, devices=None, certify_on_host: bool = True,
                 method: str = "ipm", config=None,

@@ -40,11 +40,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from libra_jax import objective as model
-from libra_jax.problem import Problem
-from libra_jax.types import Status
-
-jax.config.update("jax_enable_x64", True)
+from libra_jax.model import objective as model
+from libra_jax.model.problem import Problem
+from libra_jax.types import Status, float64
 
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
@@ -270,6 +268,7 @@ def _lr_schedule(params: FirstOrderParams, num_steps: int):
     return lambda count: params.learning_rate * decay ** count
 
 
+@float64
 def solve_first_order(
     p: Problem,
     params: FirstOrderParams | None = None,

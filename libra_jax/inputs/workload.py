@@ -29,8 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.topology import Network, _read_yaml_mapping
-from libra_jax.types import COLLECTIVES, PHASES, TXT_COLLECTIVES, Collective, LibraInputError
+from libra_jax.inputs.topology import Network, read_yaml_mapping
+from libra_jax.types import (
+    COLLECTIVES,
+    PHASES,
+    TXT_COLLECTIVES,
+    Collective,
+    LibraInputError,
+)
 
 # Communicator YAML key of each phase, in types.PHASES order.
 COMMUNICATOR_KEYS = ("Forward", "InputGrad", "WeightGrad")
@@ -193,7 +199,7 @@ def load_communicator(path: str | os.PathLike) -> np.ndarray:
         different lengths, entries that are not integers, 0 or < -1.
     """
     path = os.fspath(path)
-    data = _read_yaml_mapping(path, "communicator", allowed=COMMUNICATOR_KEYS)
+    data = read_yaml_mapping(path, "communicator", allowed=COMMUNICATOR_KEYS)
     rows = []
     for key in COMMUNICATOR_KEYS:
         if key not in data:
@@ -328,7 +334,7 @@ def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray
 def _parse_yaml(
     path: str, file_comm: np.ndarray | None, num_dims: int | None
 ) -> tuple[str, list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    data = _read_yaml_mapping(path, "workload", allowed=_WORKLOAD_KEYS)
+    data = read_yaml_mapping(path, "workload", allowed=_WORKLOAD_KEYS)
     name = data.get("name", os.path.splitext(os.path.basename(path))[0])
     if not isinstance(name, str) or not name:
         raise LibraInputError(f"{path}: name = {name!r}; expected a non-empty string.")
