@@ -157,6 +157,8 @@ class LibraConfig:
     # python -m libra_jax.evaluate only: the design to evaluate, GB/s per dim.
     bandwidth_gbps: Optional[List[float]] = None
     export_astrasim: bool = False  # write the design as ASTRA-sim network YAML + system JSON
+    # JAX's persistent compilation cache (repeat runs skip XLA compilation); null: off.
+    compilation_cache_dir: Optional[str] = "~/.cache/libra_jax/jax"
 
 
 def register_configs() -> None:

@@ -135,6 +135,8 @@ class ScanConfig:
     )
     scan: RunConfig = dataclasses.field(default_factory=RunConfig)
     report: ReportConfig = dataclasses.field(default_factory=ReportConfig)
+    # JAX's persistent compilation cache (repeat runs skip XLA compilation); null: off.
+    compilation_cache_dir: Optional[str] = "~/.cache/libra_jax/jax"
 
 
 def register_configs() -> None:
