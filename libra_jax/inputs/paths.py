@@ -1,0 +1,39 @@
+"""Finding the input files a config names (the working directory, then the shipped inputs)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from libra_jax.inputs import LIBRA_INPUTS_DIR
+from libra_jax.types import LibraInputError
+
+
+def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None) -> str:
+    """Find the file a config key names.
+
+    Args:
+      value: the path as written in the config.
+      key: the config key, for messages (e.g. ``"network.file"``).
+      base_dir: directory relative paths are tried in first; default the current working
+        directory (Hydra 1.3 does not change it, so this is where the command was started).
+
+    Returns:
+      The path of an existing file (absolute when ``base_dir`` is).
+
+    Raises:
+      LibraInputError: no such file (the message lists the places looked in).
+    """
+    raw = os.path.expanduser(str(value))
+    path = pathlib.Path(raw)
+    if path.is_absolute():
+        candidates = [path]
+    else:
+        base = pathlib.Path(base_dir) if base_dir is not None else pathlib.Path.cwd()
+        candidates = [base / path, LIBRA_INPUTS_DIR / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return str(candidate)
+    looked = " and ".join(str(c) for c in candidates)
+    hint = "" if path.is_absolute() else " (relative paths are tried in that order)"
+    raise LibraInputError(f"{key}: file {value!r} not found; looked at {looked}{hint}.")
