@@ -1,6 +1,6 @@
 """Experiment 7: LIBRA's optimum under a latency- and chunk-aware model.
 
-    python experiments/latency_aware.py [key=value ...]   # config: conf/experiment/latency_aware.yaml
+    python experiments/latency_aware.py [key=value ...]   # config: experiments/conf/latency_aware.yaml
 
 For each workload x network x link latency L (every dimension; a Switch step is 2 hops):
 

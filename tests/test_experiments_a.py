@@ -34,7 +34,7 @@ def test_configs_compose(name):
     common = _module("speedup")
     cfg = common.load_experiment(name)
     assert cfg.name == name
-    assert (ROOT / "conf" / "experiment" / f"{name}.yaml").exists()
+    assert (ROOT / "experiments" / "conf" / f"{name}.yaml").exists()
     if name == "pareto":
         assert [list(c) for c in cfg.cases] == [["turing_nlg", "3d"], ["msft_1t", "4d"]]
         assert cfg.total_bw_mode == "le" and cfg.objective == "perf"

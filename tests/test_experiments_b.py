@@ -1,6 +1,6 @@
 """Experiments 4-6 (multi-workload, 3D vs 4D, claims): compose each config, run a tiny version.
 
-Each script's `load_config` composes conf/experiment/<name>.yaml with Hydra's compose API and
+Each script's `load_config` composes experiments/conf/<name>.yaml with Hydra's compose API and
 the overrides a user would type; `run` writes the Markdown table and PNGs into tmp_path.
 """
 

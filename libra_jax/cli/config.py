@@ -4,10 +4,18 @@ The dataclasses below are the *schema* (every key, its type and its default); th
 ``conf/`` fill in values (STYLE.md section 7, hydra tutorial 5.1). They are registered in Hydra's
 ConfigStore on import:
 
-* ``base_config``                       -- the whole run (:class:`LibraConfig`), first entry of
-  ``conf/config.yaml``'s defaults list;
-* ``constraints/base_constraints``      -- :class:`ConstraintsConfig`, named by every
-  ``conf/constraints/*.yaml``.
+``base_config`` (:class:`LibraConfig`), the first entry of ``conf/config.yaml``'s defaults
+list. It types every node below it, so the ``constraints/*.yaml`` group options are checked
+against :class:`ConstraintsConfig` without a group schema of their own (which ``--help`` would
+list as one more option). Choice fields are :class:`Choice` enums: Hydra rejects any other value
+when it composes the config.
+
+Hydra adds any key given with ``+`` (or ``++``) even in struct mode (it sets struct off for that
+update, ``force_add``), so a misspelt ``+key=value`` cannot be refused at compose time;
+:func:`reject_unknown_keys` compares the composed config with the schema instead, and every
+DictConfig passes through it on its way in. :func:`check_command_line` is what the ``cli()``
+entry points run before Hydra: a call with no arguments is told how to pick a preset, and an
+override Hydra's parser rejects gets a hint on quoting.
 
 :func:`to_inputs` is the boundary: it turns a composed config into plain model inputs
 ``(Network, Workload, cost rates or None, ConstraintSpec)``; nothing past it sees a DictConfig.
@@ -23,14 +31,25 @@ can say ``network/3d_network.yml``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import enum
 import os
-from typing import Any, Dict, List, Optional
+import pathlib
+import re
+import sys
+import typing
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
+from hydra._internal.utils import get_args_parser  # Hydra's own command-line parser
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
 
 from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.generators import GENERATORS, generate
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import (
     Network,
@@ -39,15 +58,59 @@ from libra_jax.inputs.topology import (
     parse_notation,
 )
 from libra_jax.inputs.workload import Workload, check_workload_network, load_workload
+from libra_jax.model.pipelined import SCHEDULES
 from libra_jax.model.problem import ConstraintSpec
+from libra_jax.model.timing import MODELS, TRAINING_LOOPS
+from libra_jax.studies.multi import MULTI_OBJECTIVES, check_weights
 from libra_jax.types import LibraInputError
 
-#: The LIBRA reference inputs shipped inside the package (second place relative paths are tried).
+#: ``config.yaml`` and its groups (``conf/conf/<preset>.yaml``, ...), inside the package.
+CONF_DIR = pathlib.Path(__file__).resolve().parents[1] / "conf"
 
-OBJECTIVES = ("perf", "perf_per_cost")
-MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
-SOLVER_METHODS = ("ipm", "optax")
-TOTAL_BW_MODES = ("eq", "le")
+
+class Choice(str, enum.Enum):
+    """A choice field of the schema: Hydra rejects any other value when it composes.
+
+    Members are named by their value, compare equal to it and hash like it
+    (``cfg.objective == "perf"``), and print as it (``str``, f-strings, ``repr``, JSON), so
+    code past the config sees the plain strings the model modules check against.
+    """
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def _choice(name: str, values: Sequence[str]) -> type[Choice]:
+    """A :class:`Choice` of ``values``, the tuple the consuming module checks against."""
+    return Choice(name, [(v, v) for v in values], module=__name__)
+
+
+class Objective(Choice):
+    perf = "perf"  # min step time
+    perf_per_cost = "perf_per_cost"  # min step time x network cost
+
+
+class SolverMethod(Choice):
+    ipm = "ipm"  # primal-dual interior point (certified, default)
+    optax = "optax"  # first order (objective=perf only)
+
+
+class TotalBwMode(Choice):
+    eq = "eq"  # sum(bw) == total_bw_gbps
+    le = "le"  # sum(bw) <= total_bw_gbps
+
+
+MultiObjective = _choice("MultiObjective", MULTI_OBJECTIVES)
+TimeModel = _choice("TimeModel", MODELS)
+Schedule = _choice("Schedule", SCHEDULES)
+TrainingLoop = _choice("TrainingLoop", TRAINING_LOOPS)
+Generator = _choice("Generator", GENERATORS)
 
 
 @dataclasses.dataclass
@@ -77,7 +140,7 @@ class WorkloadConfig:
 
     file: Optional[str] = None
     communicator_file: Optional[str] = None
-    generator: Optional[str] = None  # transformer | moe | resnet50 | dlrm (file must be null)
+    generator: Optional[Generator] = None  # transformer | moe | resnet50 | dlrm (file: null)
     model: Dict[str, Any] = dataclasses.field(default_factory=dict)  # architecture, batch
     parallel: Dict[str, Any] = dataclasses.field(default_factory=dict)  # tp/pp/dp, ZeRO, ...
     npu: Dict[str, Any] = dataclasses.field(default_factory=dict)  # TFLOP/s, efficiency, GB
@@ -97,7 +160,7 @@ class ConstraintsConfig:
     """Constraints on the bandwidth vector ``bw`` [D] in GB/s per NPU."""
 
     total_bw_gbps: Optional[float] = None  # sum(bw) == (eq) or <= (le) this, GB/s
-    total_bw_mode: str = "eq"  # eq | le
+    total_bw_mode: TotalBwMode = TotalBwMode.eq
     lower_gbps: Optional[List[float]] = None  # [D] per-dim lower bounds, GB/s
     upper_gbps: Optional[List[Optional[float]]] = None  # [D] per-dim upper bounds (null: none)
     linear: List[str] = dataclasses.field(default_factory=list)  # e.g. "bw[0] >= bw[1]"
@@ -108,7 +171,7 @@ class ConstraintsConfig:
 class SolverConfig:
     """Which optimiser runs (see README "How the solver works")."""
 
-    method: str = "ipm"  # ipm (primal-dual interior point, default) | optax (first order)
+    method: SolverMethod = SolverMethod.ipm
 
 
 @dataclasses.dataclass
@@ -141,17 +204,17 @@ class LibraConfig:
     cost_model: CostModelConfig = dataclasses.field(default_factory=CostModelConfig)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
     constraints: ConstraintsConfig = dataclasses.field(default_factory=ConstraintsConfig)
-    objective: str = "perf"  # perf (min step time) | perf_per_cost (min step time x cost)
+    objective: Objective = Objective.perf
     solver: SolverConfig = dataclasses.field(default_factory=SolverConfig)
     # Multi-workload runs (libra_jax/multi.py): several workloads share one network.
     workloads: Optional[List[WorkloadEntryConfig]] = None  # set -> workload.file must be null
     weights: Optional[List[float]] = None  # [N] >= 0, one per workload; null -> all 1
-    multi_objective: str = "sum_time"  # sum_time | sum_time_x_cost | worst_slowdown
+    multi_objective: MultiObjective = MultiObjective.sum_time
     cosearch: CosearchConfig = dataclasses.field(default_factory=CosearchConfig)
     # Step-time model beyond LIBRA's (libra_jax/timing.py); the defaults are LIBRA's.
-    model: str = "libra"  # libra | pipelined (latency- and chunk-aware, ASTRA-sim validated)
-    schedule: str = "pipelined"  # pipelined | sequential | balanced (model=pipelined)
-    training_loop: str = "no_overlap"  # no_overlap | dp_overlap | full_overlap
+    model: TimeModel = TimeModel.libra  # pipelined: latency- and chunk-aware (ASTRA-sim)
+    schedule: Schedule = Schedule.pipelined  # order across dimensions (model=pipelined)
+    training_loop: TrainingLoop = TrainingLoop.no_overlap
     system: SystemConfig = dataclasses.field(default_factory=SystemConfig)
     # python -m libra_jax.evaluate only: the design to evaluate, GB/s per dim.
     bandwidth_gbps: Optional[List[float]] = None
@@ -161,10 +224,8 @@ class LibraConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas in Hydra's ConfigStore (idempotent; runs on import)."""
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=LibraConfig)
-    cs.store(group="constraints", name="base_constraints", node=ConstraintsConfig)
+    """Register the schema in Hydra's ConfigStore (idempotent; runs on import)."""
+    ConfigStore.instance().store(name="base_config", node=LibraConfig)
 
 
 register_configs()
@@ -176,20 +237,85 @@ register_configs()
 
 
 def _as_config(cfg: Any) -> LibraConfig:
-    """The run config as a :class:`LibraConfig` object (accepts a DictConfig or the object)."""
-    if isinstance(cfg, LibraConfig):
-        return cfg
+    """The run config as a :class:`LibraConfig` object (accepts a DictConfig or the object).
+
+    Both go through the schema: a DictConfig's keys (:func:`reject_unknown_keys`), an object's
+    choice strings (``objective="perf"`` becomes ``Objective.perf``; an unknown one raises).
+    """
     if isinstance(cfg, DictConfig):
-        merged = OmegaConf.merge(OmegaConf.structured(LibraConfig), cfg)
-        return OmegaConf.to_object(merged)
-    raise TypeError(f"expected a LibraConfig or DictConfig, got {type(cfg).__name__}")
+        reject_unknown_keys(cfg)
+    elif not isinstance(cfg, LibraConfig):
+        raise TypeError(f"expected a LibraConfig or DictConfig, got {type(cfg).__name__}")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LibraConfig), cfg))
+    except ValidationError as e:
+        raise LibraInputError(f"{e.full_key}: {e.msg.splitlines()[0]}") from None
 
 
-def _check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise LibraInputError(
-            f"{key}: unknown value {value!r}; expected one of {', '.join(choices)}."
-        )
+def _dataclass_in(tp: Any) -> Any:
+    """The dataclass a field type holds (itself, Optional[...] or List[...] of it), or None."""
+    while not dataclasses.is_dataclass(tp):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if typing.get_origin(tp) not in (typing.Union, list) or len(args) != 1:
+            return None
+        tp = args[0]
+    return tp
+
+
+def _schema_paths(schema: Any, prefix: str = "") -> Iterator[str]:
+    """Every dotted key the schema defines (list items as ``workloads.file``)."""
+    for name, tp in typing.get_type_hints(schema).items():
+        yield prefix + name
+        sub = _dataclass_in(tp)
+        if sub is not None:
+            yield from _schema_paths(sub, f"{prefix}{name}.")
+
+
+def _unknown_keys(data: dict, schema: Any, prefix: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """``(dotted key, value, schema of its parent)`` of each key of ``data`` not in the schema."""
+    hints = typing.get_type_hints(schema)
+    for key, value in data.items():
+        if key not in hints:
+            yield prefix + str(key), value, schema
+            continue
+        sub = _dataclass_in(hints[key])
+        if sub is None or value is None:
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    yield from _unknown_keys(item, sub, f"{prefix}{key}[{i}].")
+        elif isinstance(value, dict):
+            yield from _unknown_keys(value, sub, f"{prefix}{key}.")
+
+
+def reject_unknown_keys(cfg: DictConfig, schema: Any = LibraConfig) -> None:
+    """Raises unless every key of a composed config is defined by ``schema``.
+
+    Hydra adds a key given as ``+key=value`` whatever the schema says, so a typo such as
+    ``+constraints.total_bw_gpbs=400`` would otherwise be ignored silently.
+
+    Raises:
+      LibraInputError: names the first unknown key, its value and the closest valid key
+        (``difflib``; among its siblings first, then among every key of the schema).
+    """
+    data = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    for path, value, parent in _unknown_keys(data, schema):
+        head, _, key = path.rpartition(".")
+        siblings = list(typing.get_type_hints(parent))
+        close = difflib.get_close_matches(key, siblings, n=1)
+        if close:
+            guess = f"{head}.{close[0]}" if head else close[0]
+        else:  # a key put under the wrong parent: compare with every key's own name
+            flat = re.sub(r"\[\d+\]", "", path)
+            paths = [p for p in _schema_paths(schema) if not flat.startswith(p + ".")]
+            close = difflib.get_close_matches(key, [p.rpartition(".")[2] for p in paths], n=1)
+            guess = next((p for p in paths if p.rpartition(".")[2] == close[0]), None) \
+                if close else None
+        hint = (f"did you mean {guess}?" if guess else
+                f"the keys there are {', '.join(siblings)}")
+        raise LibraInputError(f"{path}={value!r}: not a config key; {hint} (--help lists "
+                              "every key)")
 
 
 def _network_source(net: NetworkConfig) -> str:
@@ -259,14 +385,11 @@ def to_inputs(
         )
 
     # Cheap consistency checks first, before any file is read.
-    _check_choice("objective", c.objective, OBJECTIVES)
-    _check_choice("solver.method", c.solver.method, SOLVER_METHODS)
     if c.solver.method == "optax" and c.objective != "perf":
         raise LibraInputError(
             f"solver.method=optax supports objective=perf only (got objective={c.objective}); "
             "use solver.method=ipm for perf_per_cost."
         )
-    _check_choice("constraints.total_bw_mode", c.constraints.total_bw_mode, TOTAL_BW_MODES)
     source = _network_source(c.network)
     if c.cost_model.file is None:
         if c.objective == "perf_per_cost":
@@ -291,8 +414,8 @@ def to_inputs(
     if not generated and c.workload.file is None:
         raise LibraInputError(
             "workload.file is null; give a workload (ASTRA-sim 1.0 text or native YAML), e.g. "
-            "workload.file=workload/Turing_NLG.txt, pick a preset such as conf=turing_nlg, or "
-            "generate one (workload.generator=transformer with a model, e.g. dnn=gpt3_175b)."
+            f"workload.file=workload/Turing_NLG.txt, {preset_hint()}, or generate one "
+            "(workload.generator=transformer with a model, e.g. dnn=gpt3_175b)."
         )
 
     # Resolve every path before loading anything, so a typo is reported at once.
@@ -331,11 +454,7 @@ def to_inputs(
         )
 
     if generated:
-        from libra_jax.inputs.generators import (
-            generate,  # late: generators imports scan -> config
-        )
-
-        workload = generate(c.workload.generator, c.workload.model, c.workload.parallel,
+        workload = generate(c.workload.generator.value, c.workload.model, c.workload.parallel,
                             c.workload.npu, network.npus)
     else:
         workload = load_workload(
@@ -346,7 +465,7 @@ def to_inputs(
     k = c.constraints
     spec = ConstraintSpec(
         total_bw_gbps=k.total_bw_gbps,
-        total_bw_mode=k.total_bw_mode,
+        total_bw_mode=k.total_bw_mode.value,
         lower_gbps=None if k.lower_gbps is None else list(k.lower_gbps),
         upper_gbps=None if k.upper_gbps is None else list(k.upper_gbps),
         linear=list(k.linear),
@@ -383,7 +502,7 @@ def to_timing(cfg: Any, num_dims: int):
     elif chunks is None:
         chunks = 1
     tm = TimingModel(
-        model=c.model, schedule=c.schedule, training_loop=c.training_loop,
+        model=c.model.value, schedule=c.schedule.value, training_loop=c.training_loop.value,
         latency_ns=None if c.network.latency_ns is None else list(c.network.latency_ns),
         chunks=chunks, endpoint_delay_ns=float(c.system.endpoint_delay_ns),
         local_mem_bw_gbps=None if c.system.local_mem_bw_gbps is None
@@ -412,8 +531,6 @@ def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
       LibraInputError: as :func:`to_inputs`, naming ``workloads[i]``; also ``workloads`` with
         ``workload.file`` set, an empty list, bad ``weights`` or ``multi_objective``.
     """
-    from libra_jax.studies.multi import check_weights  # late: multi imports the solver
-
     c = _as_config(cfg)
     if c.workloads is None:
         raise LibraInputError("workloads is null; a multi-workload run needs a list of workloads.")
@@ -427,7 +544,6 @@ def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
         raise LibraInputError(
             "workloads is an empty list; give at least one entry {file, communicator_file, name}."
         )
-    _check_choice("multi_objective", c.multi_objective, MULTI_OBJECTIVES)
     if c.objective != "perf":
         raise LibraInputError(
             f"objective={c.objective} is not used with workloads; choose multi_objective "
@@ -463,4 +579,112 @@ def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
             raise LibraInputError(msg if msg.startswith(f"workloads[{i}]") else
                                   f"workloads[{i}]: {msg}") from None
         entries.append((entry.name or workload.name, workload, path))
-    return network, entries, weights, cost_rates, spec, c.multi_objective
+    return network, entries, weights, cost_rates, spec, c.multi_objective.value
+
+
+# --------------------------------------------------------------------------------------------
+# The command line, before Hydra
+# --------------------------------------------------------------------------------------------
+
+#: How an override starts: ``key=``, ``+key=``, ``++key=`` or ``~key``; any other argument is
+#: a piece the shell split off the one before (at the spaces of ``bw[0] >= bw[1]``).
+_OVERRIDE_START = re.compile(r"^(\+\+|\+)?[\w./@\-]+=|^~")
+
+
+def presets() -> list[str]:
+    """The names ``conf=<name>`` accepts (``conf/conf/*.yaml``), sorted."""
+    return sorted(p.stem for p in (CONF_DIR / "conf").glob("*.yaml"))
+
+
+def preset_hint() -> str:
+    """How to pick a preset, with every name."""
+    return f"pick a preset: conf=<name>, one of: {', '.join(presets())}"
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets (``bw[0] >= bw[1], x`` -> 2 items)."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return items + [text[start:]]
+
+
+def quoted_override(override: str) -> str:
+    """``override`` written so the shell and Hydra's grammar both keep its string intact:
+    single quotes for the shell, double quotes around the value (around each item of a
+    list) for Hydra, e.g. ``network.notation=RI(4)_FC(8)`` ->
+    ``'network.notation="RI(4)_FC(8)"'``."""
+    key, _, value = override.partition("=")
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        items = [i.strip().strip("\"'") for i in _split_top(value[1:-1])]
+        value = "[" + ", ".join(f'"{i}"' for i in items if i) + "]"
+    else:
+        value = '"' + value.strip("\"'") + '"'
+    return f"'{key}={value}'"
+
+
+def _override_error(overrides: Sequence[str]) -> str | None:
+    """The message for the first override Hydra's parser rejects, with a quoting hint; words
+    the shell split off an override (e.g. at the spaces of ``bw[0] >= bw[1]``) are joined
+    back to it first. None when every override parses."""
+    parser = OverridesParser.create()
+    joined: list[str] = []
+    for arg in overrides:
+        if joined and not _OVERRIDE_START.match(arg):
+            joined[-1] += " " + arg
+        else:
+            joined.append(arg)
+    for override in joined:
+        problem = _parse_fails(parser, override)
+        if problem is None:
+            continue
+        split = override not in overrides
+        return (
+            f"cannot parse the override {override!r}: {problem}. A string with characters "
+            "Hydra's grammar reserves (parentheses, brackets, spaces, comparisons, commas) "
+            "needs double quotes for Hydra inside single quotes for the shell"
+            + (" (the shell also split this one at its spaces)" if split else "")
+            + f"; quote the value: {quoted_override(override)}")
+    return None
+
+
+def _parse_fails(parser: OverridesParser, override: str) -> str | None:
+    """Hydra's own complaint about ``override`` (parsing and evaluating its value), or None."""
+    try:
+        for parsed in parser.parse_overrides([override]):
+            parsed.value()
+    except HydraException as e:
+        return " ".join(str(e).split())
+    return None
+
+
+def check_command_line(command: str, example: str, argv: Sequence[str] | None = None) -> None:
+    """What a CLI's ``cli()`` runs before Hydra: exits with status 2 and an ``error:`` line
+    on stderr when the call cannot mean anything sensible.
+
+    * No argument at all: nothing to solve (every input is null); the message says how to
+      pick a preset and lists them.
+    * An override Hydra's parser rejects (e.g. ``network.notation=RI(4)_FC(8)``, whose
+      ``_FC`` Hydra reads as a syntax error): Hydra's message plus how to quote it.
+
+    Args:
+      command: the module, e.g. ``"libra_jax.train"`` (for messages).
+      example: a complete example call's arguments, e.g. ``"conf=turing_nlg"``.
+      argv: the arguments (default ``sys.argv[1:]``).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, _ = get_args_parser().parse_known_args(argv)
+    if not argv:
+        message = (
+            f"no arguments: every input is null, so there is nothing to solve; "
+            f"{preset_hint()}; e.g. python -m {command} {example}. Or give the network and "
+            "workload yourself (network.*, workload.*); --help lists every key.")
+    else:
+        message = _override_error(args.overrides)
+    if message is not None:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -142,6 +142,8 @@ def main(cfg: DictConfig) -> dict | None:
 
 
 def cli() -> None:
+    config.check_command_line("libra_jax.evaluate",
+                              "conf=gpt3_4d bandwidth_gbps=[125,125,125,125]")
     main()
     train.exit_on_failures()
 

@@ -185,6 +185,18 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+#: Time units from the largest down, with their size in ns.
+TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0))
+
+
+def time_unit(values_ns: Sequence[float | None]) -> tuple[str, float]:
+    """The unit (s, ms, us or ns) and its size in ns in which the largest magnitude of
+    ``values_ns`` reads at least 1, so a line of figures shares one readable unit (ns*$ per
+    GB/s sensitivities of time x cost run to 1e12 and more)."""
+    big = max((abs(v) for v in values_ns if v is not None), default=0.0)
+    return next(((u, f) for u, f in TIME_UNITS if big >= f), TIME_UNITS[-1])
+
+
 def _fmt(x: Any, spec: str, unit: str = "") -> str:
     v = _num(x)
     if v is None:
@@ -465,16 +477,22 @@ def format_extras(tm: Any, result: Any, exact_ns: float | None, choice: Any,
         if sens.get("status") == "unavailable":
             lines.append(f"sensitivities: unavailable ({sens.get('message')})")
         else:
-            prefix = "d_step_ns_d_" if sens.get("objective") == "perf" else "d_time_x_cost_d_"
-            unit = "ns" if sens.get("objective") == "perf" else "ns*$"
+            perf = sens.get("objective") == "perf"
+            prefix = "d_step_ns_d_" if perf else "d_time_x_cost_d_"
             total = _num(sens.get(prefix + "total_bw_gbps"))
+            gift = _nums(sens.get(prefix + "gift_gbps"))
+            unit, per_ns = time_unit([total, *(gift or [])])
+            unit += "" if perf else "*$"
+
+            def scaled(v):
+                return "-" if v is None else f"{v / per_ns:,.3f}"
+
             if total is not None:
-                lines.append(f"marginal value of the total budget: {total:,.1f} {unit} per GB/s")
-            gift = sens.get(prefix + "gift_gbps")
+                lines.append(f"marginal value of the total budget: {scaled(total)} {unit} "
+                             "per GB/s")
             if gift is not None:
                 lines.append("marginal value of one more GB/s on a dimension alone ("
-                             f"{unit} per GB/s): "
-                             + ", ".join("-" if g is None else f"{g:,.1f}" for g in gift))
+                             f"{unit} per GB/s): " + ", ".join(scaled(g) for g in gift))
             if sens.get("status") == "kink":
                 lines.append("  (some derivatives are one-sided: see result.json "
                              "sensitivities.one_sided)")

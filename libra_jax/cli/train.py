@@ -280,6 +280,7 @@ def main(cfg: DictConfig) -> dict | None:
 
 def cli() -> None:
     """Run :func:`main`, then exit with status 1 if any job failed (after the whole sweep)."""
+    config.check_command_line("libra_jax.train", "conf=turing_nlg")
     main()
     exit_on_failures()
 

@@ -22,7 +22,7 @@ def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None
       The path of an existing file (absolute when ``base_dir`` is).
 
     Raises:
-      LibraInputError: no such file (the message lists the places looked in).
+      LibraInputError: no such file (the message lists the places looked in), or a directory.
     """
     raw = os.path.expanduser(str(value))
     path = pathlib.Path(raw)
@@ -34,6 +34,14 @@ def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None
     for candidate in candidates:
         if candidate.is_file():
             return str(candidate)
+    folders = [c for c in candidates if c.is_dir()]
+    if folders:
+        files = sorted(f.name for f in folders[0].iterdir() if f.is_file())
+        listing = (f"; files there: {', '.join(files[:6])}{', ...' if len(files) > 6 else ''}"
+                   if files else "; it holds no files")
+        raise LibraInputError(
+            f"{key}: {value!r} is a directory ({folders[0]}), not a file; give a file, e.g. "
+            f"{key}={pathlib.PurePath(value, files[0] if files else 'name.txt')}{listing}.")
     looked = " and ".join(str(c) for c in candidates)
     hint = "" if path.is_absolute() else " (relative paths are tried in that order)"
     raise LibraInputError(f"{key}: file {value!r} not found; looked at {looked}{hint}.")
