@@ -189,12 +189,15 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
 TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("us", 1e3), ("ns", 1.0))
 
 
-def time_unit(values_ns: Sequence[float | None]) -> tuple[str, float]:
-    """The unit (s, ms, us or ns) and its size in ns in which the largest magnitude of
-    ``values_ns`` reads at least 1, so a line of figures shares one readable unit (ns*$ per
-    GB/s sensitivities of time x cost run to 1e12 and more)."""
-    big = max((abs(v) for v in values_ns if v is not None), default=0.0)
-    return next(((u, f) for u, f in TIME_UNITS if big >= f), TIME_UNITS[-1])
+def time_text(value_ns: float | None, suffix: str = "") -> str:
+    """``value_ns`` (ns, or ns times ``suffix``) in the largest of s, ms, us and ns in which it
+    reads at least 1, e.g. 5.5e12 -> "5,535.683 s*$" with ``suffix="*$"`` (time x cost
+    sensitivities run to 1e12 ns*$ and more); None -> "-"."""
+    v = _num(value_ns)
+    if v is None:
+        return "-"
+    unit, size = next(((u, f) for u, f in TIME_UNITS if abs(v) >= f), TIME_UNITS[-1])
+    return f"{v / size:,.3f} {unit}{suffix}"
 
 
 def _fmt(x: Any, spec: str, unit: str = "") -> str:
@@ -479,20 +482,15 @@ def format_extras(tm: Any, result: Any, exact_ns: float | None, choice: Any,
         else:
             perf = sens.get("objective") == "perf"
             prefix = "d_step_ns_d_" if perf else "d_time_x_cost_d_"
+            suffix = "" if perf else "*$"
             total = _num(sens.get(prefix + "total_bw_gbps"))
-            gift = _nums(sens.get(prefix + "gift_gbps"))
-            unit, per_ns = time_unit([total, *(gift or [])])
-            unit += "" if perf else "*$"
-
-            def scaled(v):
-                return "-" if v is None else f"{v / per_ns:,.3f}"
-
+            gift = sens.get(prefix + "gift_gbps")
             if total is not None:
-                lines.append(f"marginal value of the total budget: {scaled(total)} {unit} "
+                lines.append(f"marginal value of the total budget: {time_text(total, suffix)} "
                              "per GB/s")
             if gift is not None:
-                lines.append("marginal value of one more GB/s on a dimension alone ("
-                             f"{unit} per GB/s): " + ", ".join(scaled(g) for g in gift))
+                lines.append("marginal value of one more GB/s on a dimension alone (per GB/s): "
+                             + ", ".join(time_text(g, suffix) for g in gift))
             if sens.get("status") == "kink":
                 lines.append("  (some derivatives are one-sided: see result.json "
                              "sensitivities.one_sided)")
