@@ -1,29 +1,39 @@
-"""Design-space scan (`libra_jax.scan`): enumeration, TP/DP mapping, fast problems, chunks,
-resume, Pareto front, summary files, and one `python -m libra_jax.scan` subprocess.
+"""Design-space scan (`libra_jax.studies.scan`, command `libra_jax.cli.scan`): enumeration,
+TP/DP mapping, a chunk's problems, chunk files (formats, precision, atomic and hidden temp
+files, fsync), resume, Pareto front, the plot, progress, and `python -m libra_jax.scan`
+subprocesses.
 
-Most scans here use a fake solver (equal split, no JAX) so that they test the machinery in
+Most scans here use a fake solver (a fixed split, no JAX) so that they test the machinery in
 milliseconds; one test runs the real batched solver (dedup == no dedup == single solves).
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
+import io
+import json
 import os
 import pathlib
 import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from libra_jax.cli import scan
 from libra_jax.inputs import LIBRA_INPUTS_DIR
 from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.generators import parallel_communicators
 from libra_jax.inputs.topology import load_network_file
 from libra_jax.inputs.workload import load_communicator, load_workload
 from libra_jax.model.problem import ConstraintSpec, build_problem, problem_from_arrays
-from libra_jax.solvers.batch import BatchResult
+from libra_jax.solvers.batch import BatchResult, unstack
+from libra_jax.studies import scan
+from libra_jax.studies.scan import files
+from libra_jax.studies.scan.run import progress_bar
 from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -43,22 +53,27 @@ def _cfg(tmp_path=None, **space) -> scan.ScanConfig:
 
 
 class FakeSolver:
-    """`solve_batch` stand-in: equal split, model step time in numpy; counts what it solves."""
+    """`solve_stacked` stand-in: the budget split 1 : 2 : ... : D over the dims (numbers that
+    need full precision, e.g. 100/3), model step time in numpy; counts what it solves."""
 
     def __init__(self):
         self.calls = 0
         self.problems = 0
 
-    def __call__(self, problems, chunk=None, dtype=None):
+    def __call__(self, batches, chunk=None, dtype=None):
         self.calls += 1
-        self.problems += len(problems)
         bws, steps = [], []
-        for p in problems:
-            bw = np.asarray(p.interior, np.float64)
-            t = np.asarray(p.traffic_gb) / bw[None, :]
-            steps.append((float(p.compute_s) + float(np.asarray(p.weight) @ t.max(axis=1))) * 1e9)
-            bws.append(bw)
-        n = len(problems)
+        for stacked in batches:
+            for i in range(len(stacked.compute_s)):
+                p = unstack(stacked, i)
+                share = np.arange(1.0, p.num_dims + 1)
+                bw = float(p.total_bw_gbps) * share / share.sum()
+                t = np.asarray(p.traffic_gb) / bw[None, :]
+                steps.append((float(p.compute_s) + float(np.asarray(p.weight) @ t.max(axis=1)))
+                             * 1e9)
+                bws.append(bw)
+        n = len(bws)
+        self.problems += n
         return BatchResult(bws, np.array(steps), np.array(steps), np.zeros(n), np.zeros(n),
                            ["ok"] * n, np.zeros(n, int))
 
@@ -84,18 +99,18 @@ def test_enumerate_shapes_by_hand():
     ((16, 8, 32), 16, "GPT_3_3d.yml"),
 ])
 def test_parallel_communicators_reproduce_shipped(shape, tp, comm_file):
-    tp_comm, dp_comm = scan.parallel_communicators(shape, tp)
+    tp_comm, dp_comm = parallel_communicators(shape, tp)
     shipped = load_communicator(LIBRA_INPUTS_DIR / "communicator" / comm_file)
     np.testing.assert_array_equal(shipped, [tp_comm, tp_comm, dp_comm])
 
 
 def test_parallel_communicators_by_hand():
-    assert scan.parallel_communicators((4, 8, 4, 32), 16) == ((4, 4, -1, -1), (-1, 2, 4, 32))
-    assert scan.parallel_communicators((2, 12), 4) == ((2, 2), (-1, 6))
-    assert scan.parallel_communicators((8, 3), 4) == ((4, -1), (2, 3))
-    assert scan.parallel_communicators((3, 8), 4) is None  # 4 neither divides nor fills 3
-    assert scan.parallel_communicators((6, 4), 4) is None
-    assert scan.parallel_communicators((2, 2), 8) is None  # tp larger than the network
+    assert parallel_communicators((4, 8, 4, 32), 16) == ((4, 4, -1, -1), (-1, 2, 4, 32))
+    assert parallel_communicators((2, 12), 4) == ((2, 2), (-1, 6))
+    assert parallel_communicators((8, 3), 4) == ((4, -1), (2, 3))
+    assert parallel_communicators((3, 8), 4) is None  # 4 neither divides nor fills 3
+    assert parallel_communicators((6, 4), 4) is None
+    assert parallel_communicators((2, 2), 8) is None  # tp larger than the network
 
 
 def test_skip_counts():
@@ -126,37 +141,94 @@ def test_config_errors():
         scan.make_space(_cfg(blocks=["Torus"]))
 
 
+def test_bad_block_names_the_list_entry_and_the_closest_block():
+    with pytest.raises(LibraInputError) as e:
+        scan.make_space(_cfg(blocks=["Ring", "Swtich"]))
+    msg = str(e.value)
+    assert msg.startswith("space.blocks[1] = 'Swtich': unknown building block.")
+    assert "Did you mean 'Switch'?" in msg and "dimension" not in msg
+    with pytest.raises(LibraInputError, match=r"space.blocks\[0\] = 'FullyConected'.*"
+                                              r"Did you mean 'FullyConnected'\?"):
+        scan.make_space(_cfg(blocks=["FullyConected"]))
+    # Abbreviations and other spellings still work.
+    assert scan.make_space(_cfg(blocks=["ri", "FC", "sw"])).blocks == (
+        "Ring", "FullyConnected", "Switch")
+
+
+def test_choice_fields_are_enums_equal_to_their_strings_and_checked():
+    assert scan.Format.parquet == "parquet" and scan.Dtype.float32 == "float32"
+    assert scan.RankBy.time_x_cost == "time_x_cost"
+    assert scan.RunConfig().format == "parquet"  # the default
+    cfg = _cfg()
+    cfg.scan.format = "auto"  # a config built in Python, which Hydra did not check
+    with pytest.raises(LibraInputError, match="scan.format = 'auto': expected one of "
+                                              "parquet, csv"):
+        scan.run_scan(cfg, "unused", solver=FakeSolver())
+
+
+@pytest.mark.parametrize("override, key", [
+    ("scan.format=auto", "format"), ("scan.dtype=float16", "dtype"),
+    ("report.rank_by=cost", "rank_by"),
+])
+def test_hydra_rejects_bad_choices_at_compose_time(override, key):
+    from hydra import compose, initialize_config_module
+    from hydra.errors import ConfigCompositionException
+
+    import libra_jax.cli.scan  # noqa: F401  (registers the schema)
+
+    with initialize_config_module("libra_jax.conf", version_base="1.3"):
+        good = compose("scan")
+        assert good.scan.format == scan.Format.parquet
+        with pytest.raises(ConfigCompositionException) as e:
+            compose("scan", overrides=[override])
+    text = f"{e.value} {e.value.__cause__}"
+    assert key in text and "Invalid value" in text
+
+
 # ------------------------------------------------------------------------------ problems
 
 
-def test_fast_problem_equals_build_problem():
+def test_chunk_problems_equal_build_problem():
+    """The chunk's stacked problems (built by `problems_from_stacked`) equal the long way."""
     net = load_network_file(LIBRA_INPUTS_DIR / "network" / "4d_network.yml")
     wl = load_workload(LIBRA_INPUTS_DIR / "workload" / "GPT_3.txt",
                        LIBRA_INPUTS_DIR / "communicator" / "GPT_3_4d.yml", 4)
     rates = cost_rates_usd_per_gbps(net, load_cost_model(LIBRA_INPUTS_DIR / "cost_model" /
                                                          "4d_cost_model.yml"))
-    spec = ConstraintSpec(total_bw_gbps=500.0)
-    space = scan.make_space(_cfg(npus=4096))
-    sw = dataclasses.replace(space.workloads[0], tp=16)
-    traffic, weight = scan.design_traffic(sw, net.npus)
+    space = scan.make_space(_cfg(npus=4096, max_dims=4))
+    space = dataclasses.replace(space, workloads=(
+        dataclasses.replace(space.workloads[0], tp=16),))
+    design = scan.Design(0, net.npus, net.blocks, net.cost_tiers, 500.0, 0)
+    builder = scan.ChunkBuilder(space)
+    np.testing.assert_array_equal(builder.network(design)[1], rates)
     for r in (rates, None):
-        ref = build_problem(net, wl, r, spec)
-        fast = scan.fast_problem(traffic, weight, sw.compute_s, r, 500.0)
+        ref = build_problem(net, wl, r, ConstraintSpec(total_bw_gbps=500.0))
+        batches, position = builder.problems([design], None if r is None else [r])
+        got = unstack(batches[0], int(position[0]))
+        assert got.has_cost == ref.has_cost
         for f in dataclasses.fields(ref):
-            a, b = getattr(ref, f.name), getattr(fast, f.name)
             if f.metadata.get("static"):
-                assert a == b, f.name
-            else:
-                np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12,
-                                           atol=1e-12, err_msg=f.name)
-                assert np.asarray(a).shape == np.asarray(b).shape, f.name
-    # And a 2D problem with the cheapest dim last (min-cost point on it).
-    t = np.array([[1.0, 2.0], [0.5, 0.0]])
-    ref = problem_from_arrays(t, np.ones(2), 1.0, np.array([3.0, 1.0]), ConstraintSpec(100.0))
-    fast = scan.fast_problem(t, np.ones(2), 1.0, np.array([3.0, 1.0]), 100.0)
-    for name in ("upper", "interior", "min_cost_bw", "a_eq", "b_eq", "lo_tight", "hi_tight"):
-        np.testing.assert_allclose(np.asarray(getattr(fast, name)),
-                                   np.asarray(getattr(ref, name)), rtol=1e-12, atol=1e-12)
+                continue
+            a, b = np.asarray(getattr(ref, f.name)), np.asarray(getattr(got, f.name))
+            assert a.shape == b.shape, f.name
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12, err_msg=f.name)
+
+
+def test_chunk_problems_group_by_size_and_keep_design_order():
+    space = scan.make_space(_cfg(max_dims=3))
+    designs = list(scan.iter_designs(space))[::7]  # 2- and 3-dim shapes mixed
+    builder = scan.ChunkBuilder(space)
+    batches, position = builder.problems(designs, None)
+    assert len({b.traffic_gb.shape[1:] for b in batches}) == len(batches) >= 2
+    flat = [unstack(b, i) for b in batches for i in range(len(b.compute_s))]
+    assert sorted(position.tolist()) == list(range(len(designs)))
+    for x, j in zip(designs, position):
+        t, w = scan.design_traffic(space.workloads[0], x.shape)
+        ref = problem_from_arrays(t, w, space.workloads[0].compute_s, None,
+                                  ConstraintSpec(total_bw_gbps=x.budget_gbps))
+        for name in ("traffic_gb", "weight", "upper", "interior", "a_eq", "b_eq"):
+            np.testing.assert_allclose(np.asarray(getattr(flat[j], name)),
+                                       np.asarray(getattr(ref, name)), rtol=1e-12)
 
 
 # ---------------------------------------------------------------------- pareto front
@@ -175,8 +247,8 @@ def test_pareto_front_hand_points():
 # --------------------------------------------------------------------- scans (fake solver)
 
 
-def _chunk_files(out: pathlib.Path):
-    return sorted((out / "chunks").glob("chunk_*.csv"))
+def _chunk_files(out: pathlib.Path, fmt: str = "parquet"):
+    return sorted((out / "chunks").glob(f"chunk_*.{fmt}"))
 
 
 def test_scan_resume_recomputes_nothing(tmp_path):
@@ -187,19 +259,21 @@ def test_scan_resume_recomputes_nothing(tmp_path):
     first = FakeSolver()
     res = scan.run_scan(cfg, out, solver=first)
     assert (res.total_designs, res.computed, res.complete) == (total, 24, False)
-    files = _chunk_files(out)
-    assert [f.name for f in files] == [f"chunk_{i:06d}.csv" for i in range(3)]
-    mtimes = {f: f.stat().st_mtime_ns for f in files}
+    files_ = _chunk_files(out)
+    assert [f.name for f in files_] == [f"chunk_{i:06d}.parquet" for i in range(3)]
+    mtimes = {f: f.stat().st_mtime_ns for f in files_}
     assert not (out / "top_k.md").exists()
-    # A killed writer leaves a temp file; it is removed and its chunk recomputed.
-    (out / "chunks" / "chunk_000003.csv.tmp123").write_text("partial")
+    # A killed writer leaves a hidden temp file: readers skip it, the rerun removes it and
+    # recomputes its chunk.
+    (out / "chunks" / ".chunk_000003.parquet.tmp123").write_text("partial")
+    assert len(pd.read_parquet(out / "chunks")) == 24
 
     cfg.scan.max_chunks = None
     second = FakeSolver()
     res = scan.run_scan(cfg, out, solver=second)
     assert res.complete and res.resumed == 24 and res.computed == total - 24
     assert second.calls == res.chunks - 3
-    assert {f: f.stat().st_mtime_ns for f in files} == mtimes
+    assert {f: f.stat().st_mtime_ns for f in files_} == mtimes
     assert not list((out / "chunks").glob("*.tmp*"))
 
     rows = [r for f in _chunk_files(out) for r in scan.read_chunk(f)]
@@ -211,51 +285,177 @@ def test_scan_resume_recomputes_nothing(tmp_path):
     res = scan.run_scan(cfg, out, solver=third)
     assert third.calls == 0 and res.computed == 0 and res.complete
 
-    # Same dir, different scan: refused.
-    cfg.space.budgets_gbps = [300.0]
-    with pytest.raises(LibraInputError, match="different scan"):
+    # Same dir, different scan: refused, naming what differs.
+    cfg.scan.format = "csv"
+    with pytest.raises(LibraInputError, match="different scan \\(format differ; format: "
+                                              "'parquet' there, 'csv' now"):
         scan.run_scan(cfg, out, solver=FakeSolver())
+    cfg.scan.format = "parquet"
+    cfg.space.budgets_gbps = [300.0]
+    with pytest.raises(LibraInputError, match="different scan \\(space differ"):
+        scan.run_scan(cfg, out, solver=FakeSolver())
+
+
+def test_resume_does_not_depend_on_installed_packages(tmp_path, monkeypatch):
+    """The format is a setting in the manifest, not inferred: a CSV scan started without
+    pyarrow resumes with pyarrow installed (and the other way round, nothing to infer)."""
+    cfg = _cfg()
+    cfg.scan.format = "csv"
+    cfg.scan.max_chunks = 1
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+        assert not scan.run_scan(cfg, tmp_path / "a", solver=FakeSolver()).complete
+        cfg.scan.format = "parquet"
+        with pytest.raises(LibraInputError, match="scan.format = parquet needs pyarrow"):
+            scan.run_scan(cfg, tmp_path / "b", solver=FakeSolver())
+    cfg.scan.format = "csv"
+    cfg.scan.max_chunks = None
+    res = scan.run_scan(cfg, tmp_path / "a", solver=FakeSolver())  # pyarrow importable now
+    assert res.complete and res.resumed == 8 and len(_chunk_files(tmp_path / "a", "csv")) == 7
 
 
 def test_scan_outputs(tmp_path):
     out = tmp_path / "scan"
     res = scan.run_scan(_cfg(), out, solver=FakeSolver())
     assert res.complete
-    with open(_chunk_files(out)[0], newline="") as f:
-        header = next(csv.reader(f))
-    assert tuple(header) == scan.COLUMNS
+    schema = pq.read_schema(_chunk_files(out)[0])
+    assert tuple(schema.names) == scan.COLUMNS
+    assert schema.field("bandwidth_gbps").type == pa.list_(pa.float64())
+    assert schema.field("design_id").type == pa.int64()
     row = scan.read_chunk(_chunk_files(out)[0])[0]
     assert row["notation"] == "RI(2)_RI(8)" and row["dims"] == "2x8"
     assert row["blocks"] == "Ring-Ring" and row["tiers"] == "InterNode-InterPod"
     assert row["npus"] == 16 and row["budget_gbps"] == 100.0 and row["status"] == "ok"
-    np.testing.assert_allclose(eval(row["bandwidth_gbps"]), [50.0, 50.0])  # equal split
+    assert row["bandwidth_gbps"] == [100.0 / 3.0, 200.0 / 3.0]  # full precision, exactly
     np.testing.assert_allclose(row["time_x_cost"], row["step_time_ns"] * row["network_cost_usd"])
     assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "top_k.md").read_text()
-    assert "| 1 | GPT_3 | `" in md and "ties" in md
-    with open(out / "pareto_front.csv", newline="") as f:
-        front = list(csv.DictReader(f))
-    t = [float(r["step_time_ns"]) for r in front]
-    c = [float(r["network_cost_usd"]) for r in front]
+    assert "| 1 | GPT_3 | `" in md and "ties" in md and "[33.3333, 66.6667]" in md
+    front = pd.read_csv(out / "pareto_front.csv")
+    t, c = front["step_time_ns"].tolist(), front["network_cost_usd"].tolist()
     assert t == sorted(t) and c == sorted(c, reverse=True)
-    # Every design is dominated by (or on) the front.
-    all_rows = [r for f in _chunk_files(out) for r in scan.read_chunk(f)]
-    for r in all_rows:
-        assert any(ft <= r["step_time_ns"] and fc <= r["network_cost_usd"]
-                   for ft, fc in zip(t, c))
+    # One call loads the whole scan; every design is dominated by (or on) the front.
+    designs = pd.read_parquet(out / "chunks")
+    assert designs["design_id"].tolist() == list(range(res.total_designs))
+    assert list(designs.columns) == list(scan.COLUMNS)
+    for rt, rc in zip(designs["step_time_ns"], designs["network_cost_usd"]):
+        assert any(ft <= rt and fc <= rc for ft, fc in zip(t, c))
+    # Every output file was written through a hidden temp file: none is left over.
+    assert not [f for f in out.rglob(".*") if f.is_file()]
 
 
-def test_progress_line():
-    import io
+def test_csv_chunks_hold_the_same_numbers_as_parquet(tmp_path):
+    cfg = _cfg()
+    scan.run_scan(cfg, tmp_path / "pq", solver=FakeSolver())
+    cfg.scan.format = "csv"
+    scan.run_scan(cfg, tmp_path / "csv", solver=FakeSolver())
+    a = [r for f in _chunk_files(tmp_path / "pq") for r in scan.read_chunk(f)]
+    b = [r for f in _chunk_files(tmp_path / "csv", "csv") for r in scan.read_chunk(f)]
+    assert a == b  # exact equality, floats included
+    frame = pd.read_csv(_chunk_files(tmp_path / "csv", "csv")[0])
+    assert frame["bandwidth_gbps"].map(json.loads)[0] == [100.0 / 3.0, 200.0 / 3.0]
+    assert frame["step_time_ns"][0] == a[0]["step_time_ns"]
 
-    buf = io.StringIO()
-    p = scan.Progress(100, enabled=True, stream=buf)
-    p.update(resumed=40)
-    p.update(computed=10)
-    p.close()
-    text = buf.getvalue()
-    assert text.startswith("\rscan: 40/100") and "designs/s" in text and "ETA" in text
-    assert text.endswith("\n")
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_chunk_writes_are_hidden_until_complete_and_fsynced(tmp_path, monkeypatch, fmt):
+    rows = scan.read_chunk(_chunk_files(_small_scan(tmp_path), "parquet")[0])
+    out = tmp_path / "w"
+    scan.write_chunk(rows, scan.chunk_path(out, 0, fmt), fmt)
+    opened: dict = {}
+    synced: list = []
+    real_open, real_fsync = os.open, os.fsync
+
+    def spy_open(path, *args, **kwargs):
+        fd = real_open(path, *args, **kwargs)
+        opened[fd] = pathlib.Path(path)
+        return fd
+
+    def spy_fsync(fd):
+        synced.append(opened.get(fd, fd))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "fsync", spy_fsync)
+    seen_while_writing = []
+    write = files.atomic_write
+
+    def watched(path, fn):
+        def fn_then_look(tmp):
+            fn(tmp)
+            assert tmp.name.startswith(".") and tmp.parent == path.parent
+            names = sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("."))
+            seen_while_writing.append(names)
+            if fmt == "parquet":  # a reader of the directory sees the finished chunk only
+                assert len(pd.read_parquet(path.parent)) == len(rows)
+        write(path, fn_then_look)
+
+    monkeypatch.setattr(files, "atomic_write", watched)
+    target = scan.chunk_path(out, 1, fmt)
+    scan.write_chunk(rows, target, fmt)
+    assert seen_while_writing == [[f"chunk_000000.{fmt}"]]
+    assert synced[-1] == target.parent  # the directory, after the rename
+    assert synced[-2].name.startswith(f".chunk_000001.{fmt}.tmp")  # the file, before it
+    assert scan.read_chunk(target) == rows
+
+
+def _small_scan(tmp_path) -> pathlib.Path:
+    out = tmp_path / "small"
+    if not (out / "pareto.png").exists():
+        scan.run_scan(_cfg(), out, solver=FakeSolver())
+    return out
+
+
+@pytest.mark.parametrize("space", [
+    dict(npus=64, max_dims=3, budgets_gbps=[100.0, 400.0]),  # two decades of cost
+    dict(budgets_gbps=[100.0]),  # less than one decade: the default log axis labels minors
+])
+def test_pareto_plot_is_readable(tmp_path, space):
+    """Figure API (no pyplot); x tick labels do not overlap; legends sit outside the axes."""
+    had_pyplot = "matplotlib.pyplot" in sys.modules
+    cfg = _cfg(**space)
+    res = scan.run_scan(cfg, tmp_path / "s", solver=FakeSolver())
+    chunks = _chunk_files(tmp_path / "s")
+    summary, _ = scan.summarise(tmp_path / "s", chunks, ["GPT_3"], cfg.report)
+    fig = scan.pareto_figure(summary, ["GPT_3", "GPT_3"], "time_x_cost", 4)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not legend.overlaps(box), (legend, box)
+        labels = [b for t in ax.get_xticklabels(which="both")
+                  if t.get_visible() and t.get_text()
+                  for b in [t.get_window_extent(renderer)]
+                  if box.x0 <= (b.x0 + b.x1) / 2 <= box.x1]  # ticks inside the view
+        assert len(labels) >= 2
+        for i, a in enumerate(labels):
+            for b in labels[i + 1:]:
+                assert not a.overlaps(b), (a, b)
+    assert res.complete and (tmp_path / "s" / "pareto.png").stat().st_size > 0
+    if not had_pyplot:
+        assert "matplotlib.pyplot" not in sys.modules
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal():
+    log = io.StringIO()
+    with progress_bar(100, True, log) as bar:
+        bar.update(60)
+    assert log.getvalue() == ""  # a log file gets no bar, no \r
+    term = _Terminal()
+    with progress_bar(100, True, term) as bar:
+        bar.update(60)
+    assert "60/100" in term.getvalue() and "\r" in term.getvalue()
+    term = _Terminal()
+    with progress_bar(100, False, term) as bar:  # scan.progress=false
+        bar.update(60)
+    assert term.getvalue() == ""
 
 
 # ------------------------------------------------------------------- real solver, CLI
@@ -284,20 +484,36 @@ def test_scan_real_solver_dedup_matches_full(tmp_path):
     np.testing.assert_allclose(ra[0]["step_time_ns"], solve(p).step_time_ns, rtol=1e-9)
 
 
-def test_cli_tiny_scan(tmp_path):
-    out = tmp_path / "out"
+def _cli(tmp_path, *overrides):
     env = dict(os.environ, HYDRA_FULL_ERROR="0", PYTHONPATH=str(REPO))
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "libra_jax.scan", "space.npus=16", "space.max_dims=2",
          "space.budgets_gbps=[100]", "workloads=[{file: workload/GPT_3.txt, tp: 4}]",
-         "scan.chunk_size=8", "scan.solve_chunk=8", f"scan.output_dir={out}",
-         f"hydra.run.dir={tmp_path / 'hydra'}"],
+         "scan.chunk_size=8", "scan.solve_chunk=8", f"hydra.run.dir={tmp_path / 'hydra'}",
+         f"compilation_cache_dir={tmp_path / 'jax_cache'}", *overrides],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
+
+
+def test_cli_tiny_scan(tmp_path):
+    out = tmp_path / "out"
+    proc = _cli(tmp_path, f"scan.output_dir={out}")
     assert proc.returncode == 0, proc.stderr
-    assert "designs: 27 in 4 chunks" in proc.stdout
-    assert "designs/s" in proc.stderr and "ETA" in proc.stderr
+    assert "| 1 | GPT_3 |" in proc.stdout  # the table on stdout
+    assert "\r" not in proc.stderr and "\r" not in proc.stdout  # no bar: not a terminal
+    log = (tmp_path / "hydra" / "scan.log").read_text()
+    assert "designs: 27 in 4 chunks" in log and "designs/s" in log  # status in the job log
     for name in ("top_k.md", "pareto.png", "pareto_front.csv", "scan_manifest.json",
                  "scan_summary.json"):
         assert (out / name).exists(), name
-    assert len(_chunk_files(out)) == 4
+    assert len(pd.read_parquet(out / "chunks")) == 27
+    assert any((tmp_path / "jax_cache").iterdir())  # the compilation cache is on
+
+
+def test_cli_bad_block_is_one_logged_error(tmp_path):
+    proc = _cli(tmp_path, "space.blocks=[Ring,Swtich]", f"scan.output_dir={tmp_path / 'o'}")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout + proc.stderr
+    line = "error: space.blocks[1] = 'Swtich': unknown building block. Did you mean 'Switch'?"
+    assert line in proc.stdout + proc.stderr
+    assert line in (tmp_path / "hydra" / "scan.log").read_text()

@@ -1,0 +1,120 @@
+"""The scan's config schema: plain dataclasses (values in ``libra_jax/conf/scan.yaml``).
+
+Choice fields are `str` Enums whose member names are their values, so Hydra rejects a bad value
+when it composes the config (``scan.format=parqet`` lists the choices) and each member still
+compares equal to its string (``Format.parquet == "parquet"``). Hydra's ConfigStore
+registration lives in :mod:`libra_jax.cli.scan`; nothing here imports Hydra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import List, Optional
+
+from libra_jax.types import LibraInputError
+
+
+class Dtype(str, enum.Enum):
+    """The solver kernel's precision (certificates are always float64)."""
+
+    float64 = "float64"
+    float32 = "float32"
+
+
+class Format(str, enum.Enum):
+    """Chunk file format (see `libra_jax.studies.scan.files`)."""
+
+    parquet = "parquet"
+    csv = "csv"
+
+
+class RankBy(str, enum.Enum):
+    """Column the top-k table ranks by (lower is better)."""
+
+    time_x_cost = "time_x_cost"
+    step_time_ns = "step_time_ns"
+    network_cost_usd = "network_cost_usd"
+
+
+def choice(kind: type[enum.Enum], value, key: str):
+    """``value`` as a member of ``kind`` (for configs built in Python, which Hydra did not
+    check).
+
+    Raises:
+      LibraInputError: naming ``key``, the value and the choices.
+    """
+    try:
+        return kind(value)
+    except ValueError:
+        names = ", ".join(m.value for m in kind)
+        raise LibraInputError(f"{key} = {value!r}: expected one of {names}.") from None
+
+
+@dataclasses.dataclass
+class ScanWorkloadConfig:
+    """A workload and its parallelisation (tp * dp must equal space.npus)."""
+
+    file: str = "workload/GPT_3.txt"  # ASTRA-sim text (.txt) or native YAML workload
+    name: Optional[str] = None  # default: file stem
+    tp: int = 1  # tensor-parallel degree: Forward / InputGrad communicator size
+    dp: Optional[int] = None  # data-parallel degree: WeightGrad; null -> npus / tp
+
+
+@dataclasses.dataclass
+class SpaceConfig:
+    """The design space."""
+
+    npus: int = 4096  # N, NPUs of every design
+    min_dims: int = 2  # D range, inclusive
+    max_dims: int = 4
+    min_dim_size: int = 2  # NPUs per dimension, inclusive bounds (>= 2)
+    max_dim_size: Optional[int] = None
+    blocks: List[str] = dataclasses.field(
+        default_factory=lambda: ["Ring", "FullyConnected", "Switch"]
+    )
+    budgets_gbps: List[float] = dataclasses.field(default_factory=lambda: [500.0])
+    cost_model: str = "cost_model/4d_cost_model.yml"
+    # Tiers innermost (cheapest) -> outermost; D dims use the last D of them ...
+    tier_order: List[str] = dataclasses.field(
+        default_factory=lambda: ["InterChiplet", "InterPackage", "InterNode", "InterPod"]
+    )
+    # ... unless tier_options is set: per-dim tier lists, each used for shapes of its length.
+    tier_options: Optional[List[List[str]]] = None
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """How the scan runs."""
+
+    output_dir: Optional[str] = None  # null -> the Hydra run dir; reuse a dir to resume
+    chunk_size: int = 2048  # designs per chunk file (part of the resume identity)
+    solve_chunk: Optional[int] = None  # most problems per device call (null: the engine's
+    #   default, batch.default_max_chunk: 1024 on CPUs, 65536 on GPUs)
+    dtype: Dtype = Dtype.float64  # the kernel's precision (certified in float64)
+    dedup: bool = True  # solve each distinct (shape, workload, budget) once per chunk
+    format: Format = Format.parquet  # chunk files (part of the resume identity)
+    max_chunks: Optional[int] = None  # compute at most this many chunks, then stop
+    progress: bool = True  # progress bar on stderr (only when stderr is a terminal)
+
+
+@dataclasses.dataclass
+class ReportConfig:
+    """The summary written when every chunk is done."""
+
+    top_k: int = 10  # rows per workload in the top-k table
+    rank_by: RankBy = RankBy.time_x_cost  # lower is better
+    plot_labels: int = 4  # Pareto points labelled per workload (best by rank_by)
+    plot_points: int = 20000  # at most this many background points per workload
+
+
+@dataclasses.dataclass
+class ScanConfig:
+    space: SpaceConfig = dataclasses.field(default_factory=SpaceConfig)
+    workloads: List[ScanWorkloadConfig] = dataclasses.field(
+        default_factory=lambda: [ScanWorkloadConfig()]
+    )
+    scan: RunConfig = dataclasses.field(default_factory=RunConfig)
+    report: ReportConfig = dataclasses.field(default_factory=ReportConfig)
+    # JAX's persistent compilation cache (repeat runs skip XLA compilation); null: off.
+    compilation_cache_dir: Optional[str] = "~/.cache/libra_jax/jax"

@@ -1,0 +1,148 @@
+"""Chunk files, the resume manifest, and atomic writes.
+
+Every file the scan writes goes through `atomic_write`: it is written under a hidden name
+(``.NAME.tmpPID``) in the same directory, fsynced, renamed over ``NAME``, and the directory is
+fsynced, so a reader (or a resume) never sees a partial file and a finished file survives a
+crash. Readers that skip hidden files (pyarrow datasets skip names starting with ``.`` or
+``_``) see only finished chunks while a scan runs.
+
+Formats (``scan.format``): ``parquet`` (default; pyarrow is a dependency) with
+``bandwidth_gbps`` as ``list<double>``, or ``csv`` with every float written by ``repr`` (full
+precision, round-trips exactly) and ``bandwidth_gbps`` as a JSON list. The format is an
+explicit setting recorded in the manifest, never inferred from installed packages, so a
+resume means the same thing on any machine.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import pathlib
+from collections.abc import Callable
+
+from libra_jax.studies.scan.config import Format
+from libra_jax.types import LibraInputError
+
+COLUMNS = (
+    "design_id", "workload", "notation", "dims", "blocks", "tiers", "npus", "budget_gbps",
+    "bandwidth_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "optimality_gap",
+    "max_violation", "status",
+)
+_INT_COLUMNS = ("design_id", "npus")
+_FLOAT_COLUMNS = (
+    "budget_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "optimality_gap",
+    "max_violation",
+)
+_LIST_COLUMNS = ("bandwidth_gbps",)
+MANIFEST = "scan_manifest.json"
+
+
+def arrow_schema():
+    """The Parquet schema of a chunk (int64 ids, float64 numbers, list<double> bandwidths)."""
+    import pyarrow as pa  # noqa: PLC0415  (imported only when Parquet is written or read)
+
+    types = {c: pa.int64() for c in _INT_COLUMNS}
+    types.update({c: pa.float64() for c in _FLOAT_COLUMNS})
+    types.update({c: pa.list_(pa.float64()) for c in _LIST_COLUMNS})
+    return pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
+
+
+def _fsync_dir(path: pathlib.Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[pathlib.Path], None]) -> None:
+    """Calls ``write(tmp)`` for a hidden temp file next to ``path``, fsyncs it, renames it to
+    ``path`` and fsyncs the directory."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """`atomic_write` of a UTF-8 text file."""
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def remove_stale_temps(directory: pathlib.Path) -> int:
+    """Deletes temp files left by a killed run in ``directory``; returns how many."""
+    stale = list(directory.glob("*.tmp*")) if directory.is_dir() else []
+    for f in stale:
+        f.unlink()
+    return len(stale)
+
+
+def csv_text(rows: list[dict], columns=COLUMNS) -> str:
+    """CSV of ``rows`` at full precision: floats by repr, lists as JSON."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([json.dumps(r[c]) if c in _LIST_COLUMNS
+                    else repr(r[c]) if isinstance(r[c], float) else r[c] for c in columns])
+    return buf.getvalue()
+
+
+def chunk_path(output_dir: str | os.PathLike, index: int, fmt: Format | str) -> pathlib.Path:
+    return pathlib.Path(output_dir) / "chunks" / f"chunk_{index:06d}.{Format(fmt).value}"
+
+
+def check_format(fmt: Format) -> None:
+    """Raises if ``fmt`` cannot be written here (Parquet without pyarrow)."""
+    if fmt == Format.parquet:
+        try:
+            import pyarrow  # noqa: F401, PLC0415
+        except ImportError:
+            raise LibraInputError(
+                "scan.format = parquet needs pyarrow (pip install pyarrow); or set "
+                "scan.format=csv for a new scan."
+            ) from None
+
+
+def write_chunk(rows: list[dict], path: str | os.PathLike, fmt: Format | str) -> None:
+    """Writes a chunk atomically (`atomic_write`) in ``fmt``."""
+    if Format(fmt) == Format.parquet:
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        table = pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in rows],
+                                     schema=arrow_schema())
+        atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+    else:
+        write_text(path, csv_text(rows))
+
+
+def read_chunk(path: str | os.PathLike) -> list[dict]:
+    """Rows of a chunk file (either format), numbers as int / float, bandwidths as lists."""
+    path = pathlib.Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        return pq.read_table(path).to_pylist()
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for c in _INT_COLUMNS:
+            r[c] = int(r[c])
+        for c in _FLOAT_COLUMNS:
+            r[c] = float(r[c])
+        for c in _LIST_COLUMNS:
+            r[c] = [float(x) for x in json.loads(r[c])]
+    return rows
