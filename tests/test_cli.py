@@ -1,4 +1,5 @@
-"""`python -m libra_jax.train` end to end (subprocesses: each pays for a JAX import, so few)."""
+"""`python -m libra_jax.train` end to end (subprocesses: each pays for a JAX import, so few),
+and the commands' runtime (`libra_jax.cli.runtime`: compilation cache and clock) in process."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import pathlib
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import pytest
+import yaml
 
+from libra_jax.cli import runtime
 from libra_jax.cli.report import RESULT_KEYS
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -48,11 +53,20 @@ def _relative(a, b):
 
 def test_turing_nlg_run(tmp_path):
     run_dir = tmp_path / "run"
-    proc = _train("conf=turing_nlg", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    cache = tmp_path / "jax-cache"
+    proc = _train("conf=turing_nlg", f"hydra.run.dir={run_dir}",
+                  f"compilation_cache_dir={cache}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    for words in ("RI(16)_FC(8)_SW(32)", "Turing_NLG", "step time", "speed-up", "status"):
+    for words in ("RI(16)_FC(8)_SW(32)", "Turing_NLG", "step time", "speed-up", "status",
+                  "solve time", "compile time"):
         assert words in proc.stdout
+    # Status and result summary are logged (stderr and train.log); the table is not.
+    log = (run_dir / "train.log").read_text()
+    for text in (log, proc.stderr):
+        assert "status ok, step_time_ns 3306256" in text and f"result: {run_dir}" in text
+        assert "speed-up" not in text
+    assert any(cache.iterdir())  # the compilation cache was written
 
     result = json.loads((run_dir / "result.json").read_text())
     assert tuple(result) == RESULT_KEYS
@@ -78,6 +92,32 @@ def test_turing_nlg_run(tmp_path):
     )
     assert result["status"] == "ok"
     assert _relative(result["step_time_ns"], case["step_time_ns"]) < 1e-6
+    # The first run compiles (nothing is cached yet); solve_seconds leaves that out.
+    assert result["compile_seconds"] > 0.1 and 0 <= result["solve_seconds"]
+
+
+def test_optuna_sweep_minimises_what_main_returns(tmp_path):
+    """hydra-optuna-sweeper over a discrete choice: main returns the step time (ns), so the
+    best trial is the largest budget; a failed job returns +inf and the sweep goes on."""
+    sweep_dir = tmp_path / "sweep"
+    proc = _train("-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=grid",
+                  "hydra.sweeper.n_trials=3", "conf=turing_nlg",
+                  "constraints.total_bw_gbps=choice(400,600,-5)",
+                  f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # one job failed: reported at the end
+    assert "1 of 3 jobs failed" in proc.stderr and "Traceback" not in proc.stderr
+    results = {}
+    for job in sweep_dir.iterdir():
+        if job.is_dir():
+            overrides = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text())
+            budget = next(o.split("=")[1] for o in overrides if "total_bw_gbps" in o)
+            results[budget] = json.loads((job / "result.json").read_text())
+    assert sorted(results) == ["-5", "400", "600"]
+    assert results["-5"]["status"] == "error"
+    assert results["600"]["step_time_ns"] < results["400"]["step_time_ns"]
+    best = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    assert best["best_params"] == {"constraints.total_bw_gbps": 600}
+    assert best["best_value"] == results["600"]["step_time_ns"]
 
 
 def test_multirun_continues_after_a_bad_job(tmp_path):
@@ -119,5 +159,64 @@ def test_bad_input_exits_nonzero_without_traceback(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1
     assert "workload.file" in lines[0] and "no_such_workload.txt" in lines[0]
+    assert lines[0] in (run_dir / "train.log").read_text()
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "error" and "no_such_workload.txt" in result["error"]
+
+
+@pytest.fixture
+def restore_cache_config():
+    """enable_compilation_cache changes process-wide JAX settings: put them back."""
+    names = ("jax_enable_compilation_cache", "jax_compilation_cache_dir",
+             "jax_persistent_cache_min_compile_time_secs",
+             "jax_persistent_cache_min_entry_size_bytes")
+    saved = {n: getattr(jax.config, n) for n in names}
+    yield
+    for n, v in saved.items():
+        jax.config.update(n, v)
+    jax.experimental.compilation_cache.compilation_cache.reset_cache()
+
+
+def test_compilation_cache_stores_and_reloads_small_programs(tmp_path, restore_cache_config):
+    events = []
+
+    def listen(event, **kwargs):
+        events.append(event)
+
+    def tiny(x):  # compiles in milliseconds: JAX's default threshold would not cache it
+        return jnp.sin(x) * 3.0 + 1.0
+
+    runtime.enable_compilation_cache(str(tmp_path / "cache"))
+    jax.monitoring.register_event_listener(listen)
+    try:
+        with runtime.CompileClock() as first:
+            jax.jit(tiny)(jnp.arange(3.0))
+        assert any((tmp_path / "cache").iterdir())
+        jax.clear_caches()  # forget the in-memory executable: the next call reads the disk
+        with runtime.CompileClock() as second:
+            jax.jit(tiny)(jnp.arange(3.0))
+        assert events.count("/jax/compilation_cache/cache_hits") >= 1
+        assert first.seconds > 0 and second.seconds > 0
+        with runtime.CompileClock() as none:
+            jax.jit(tiny)(jnp.arange(3.0))  # in memory: nothing traced or compiled
+        assert none.seconds == 0.0
+        runtime.enable_compilation_cache(None)
+        hits = events.count("/jax/compilation_cache/cache_hits")
+        jax.clear_caches()
+        jax.jit(tiny)(jnp.arange(3.0))
+        assert events.count("/jax/compilation_cache/cache_hits") == hits  # off: compiled
+    finally:
+        jax.monitoring.unregister_event_listener(listen)
+
+
+def test_compile_clock_nets_compilation_out_of_solve_seconds():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Result:
+        solve_seconds: float
+
+    clock = runtime.CompileClock()
+    clock.seconds = 0.75
+    assert clock.net(Result(2.0)).solve_seconds == 2.0 - 0.75
+    assert clock.net(Result(0.5)).solve_seconds == 0.0  # never negative

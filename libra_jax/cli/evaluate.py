@@ -1,4 +1,5 @@
-"""Command line: ``python -m libra_jax.evaluate conf=gpt3_4d bandwidth_gbps=[...] [key=value ...]``.
+"""Command line: ``libra-evaluate conf=gpt3_4d bandwidth_gbps=[...] [key=value ...]`` (or
+``python -m libra_jax.evaluate``).
 
 Evaluates a given design (no optimisation) with the same configs as ``libra_jax.train``: the
 step time of the configured workload at the given per-dimension bandwidths under the chosen
@@ -7,22 +8,29 @@ step-time model (``model``, ``schedule``, ``training_loop``, ``network.latency_n
 time goes: a per-collective, per-dimension breakdown (bandwidth, latency, local reduction,
 pipeline fill/drain). This is also how to check the model against one's own measurements.
 
-Prints a table and writes ``result.json`` (README "Evaluate a design"); bad input prints one
-``error:`` paragraph and exits non-zero, as ``libra_jax.train`` does.
+Prints a table and writes ``result.json`` (README "Evaluate a design"); logs the status
+(``<run dir>/evaluate.log``); bad input logs one ``error:`` paragraph and exits non-zero, as
+``libra-train`` does. :func:`main` returns the design's objective value (step time in ns, or
+step time x network cost in ns*$ for ``objective=perf_per_cost``), so a sweeper plugin can
+search designs.
 """
 
 from __future__ import annotations
 
+import logging
 import pathlib
 
 import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from libra_jax.cli import config, report, train
+from libra_jax.cli import config, jobs, report, runtime
+from libra_jax.cli.config import LibraConfig
 from libra_jax.model import timing
 from libra_jax.model.linear import parse_linear_constraints
 from libra_jax.types import LibraInputError, float64
+
+log = logging.getLogger(__name__)
 
 #: Keys of an evaluate ``result.json``, in order.
 EVALUATE_KEYS = (
@@ -32,8 +40,8 @@ EVALUATE_KEYS = (
 )
 
 
-def _design(cfg: DictConfig, num_dims: int) -> np.ndarray:
-    bw = cfg.get("bandwidth_gbps")
+def _design(c: LibraConfig, num_dims: int) -> np.ndarray:
+    bw = c.bandwidth_gbps
     if bw is None:
         raise LibraInputError(
             "bandwidth_gbps is null: give the design to evaluate, one GB/s per dimension, e.g. "
@@ -83,19 +91,20 @@ def constraint_report(spec, bw: np.ndarray, cost_usd: float | None) -> dict:
     return {"satisfied": not violated, "violated": violated}
 
 
-def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
-    """Evaluate the configured design, print the table, write ``result.json``."""
-    if cfg.get("workloads") is not None or cfg.cosearch.enabled:
+def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
+    """Evaluate the configured design, print the table, write ``result.json``; returns the
+    objective value (ns, or ns*$ for ``objective=perf_per_cost``)."""
+    if c.workloads is not None or c.cosearch.enabled:
         raise LibraInputError(
             "libra_jax.evaluate evaluates one workload: workloads=... and cosearch.enabled "
             "are libra_jax.train options.")
-    network, workload, cost_rates, spec = config.to_inputs(cfg)
-    tm, chunk_counts = config.to_timing(cfg, network.num_dims)
+    network, workload, cost_rates, spec = config.to_inputs(c)
+    tm, chunk_counts = config.to_timing(c, network.num_dims)
     if chunk_counts is not None:
         raise LibraInputError(
             f"system.chunks = {chunk_counts}: evaluate takes one chunk count (a list is a "
             "search, which libra_jax.train runs).")
-    bw = _design(cfg, network.num_dims)
+    bw = _design(c, network.num_dims)
     coll_ns, breakdown = timing.collective_times_ns(workload, network, tm, bw)
     for i, part in enumerate(breakdown):
         if not np.isfinite(part["time_ns"]):
@@ -110,8 +119,8 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
         ref_ns, _ = timing.collective_times_ns(workload, network, timing.TimingModel(), bw)
         libra_ns = timing.loop_step_time_ns(workload.compute_ns, ref_ns, "no_overlap")
     cost = None if cost_rates is None else float(np.asarray(cost_rates) @ bw)
-    workload_file = (None if cfg.workload.file is None
-                     else config.resolve_path(cfg.workload.file, "workload.file"))
+    workload_file = (None if c.workload.file is None
+                     else config.resolve_path(c.workload.file, "workload.file"))
     data = {
         "status": "ok",
         "bandwidth_gbps": bw.tolist(),
@@ -128,22 +137,26 @@ def run(cfg: DictConfig, output_dir: pathlib.Path) -> dict:
         "breakdown": breakdown,
     }
     print(report.format_evaluation(data, network, workload, tm), flush=True)
-    train.export_astrasim(cfg, output_dir, network, bw, tm)
+    jobs.export_astrasim(c, output_dir, network, bw, tm)
     report.write_json(output_dir / "result.json", data)
-    print(f"result: {output_dir / 'result.json'}", flush=True)
-    return data
+    key = "time_x_cost" if c.objective == "perf_per_cost" else "step_time_ns"
+    value = runtime.objective_value(data[key])
+    log.info("design %s GB/s: %s %.10g, constraints %s", data["bandwidth_gbps"], key, value,
+             "met" if data["constraints"]["satisfied"] else "VIOLATED")
+    log.info("result: %s", output_dir / "result.json")
+    return value
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 @float64
-def main(cfg: DictConfig) -> dict | None:
-    """Hydra entry point (one job); returns the result dict, or None if the job failed."""
-    return train.run_job(cfg, run)
+def main(cfg: DictConfig) -> float:
+    """Hydra entry point (one job): the design's objective value; +inf if the job failed."""
+    return runtime.run_job(cfg, run)
 
 
 def cli() -> None:
     config.check_command_line("libra_jax.evaluate",
                               "conf=gpt3_4d bandwidth_gbps=[125,125,125,125]")
     main()
-    train.exit_on_failures()
+    runtime.exit_on_failures()
 

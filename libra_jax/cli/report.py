@@ -26,6 +26,7 @@ RESULT_KEYS = (
     "optimality_gap",
     "max_violation",
     "solve_seconds",
+    "compile_seconds",
     "speedup",
     "perf_per_cost_gain",
     "baseline",
@@ -116,6 +117,7 @@ def result_dict(
     workload: Any,
     workload_file: str | None = None,
     extras: dict | None = None,
+    compile_seconds: float | None = None,
 ) -> dict:
     """The ``result.json`` dictionary of a finished solve.
 
@@ -127,6 +129,7 @@ def result_dict(
       workload_file: the workload path as resolved from the config.
       extras: values of the keys beyond the core ones (``timing_model``,
         ``step_time_exact_ns``, ``chunk_search``, ``sensitivities``); missing ones are null.
+      compile_seconds: JAX compilation during the solve (``solve_seconds`` excludes it).
 
     Returns:
       A JSON-serialisable dict with exactly the keys of :data:`RESULT_KEYS`; non-finite numbers
@@ -143,6 +146,7 @@ def result_dict(
         "optimality_gap": _num(result.optimality_gap),
         "max_violation": _num(result.max_violation),
         "solve_seconds": _num(result.solve_seconds),
+        "compile_seconds": _num(compile_seconds),
         "speedup": speedup(result, baseline),
         "perf_per_cost_gain": perf_per_cost_gain(result, baseline),
         "baseline": {
@@ -272,6 +276,7 @@ def format_table(
     network: Any,
     workload: Any,
     spec: Any = None,
+    compile_seconds: float | None = None,
 ) -> str:
     """The human-readable summary printed by ``python -m libra_jax.train``.
 
@@ -281,6 +286,7 @@ def format_table(
       network: the ``topology.Network``.
       workload: the ``workload.Workload``.
       spec: the ``problem.ConstraintSpec`` (listed in the header), optional.
+      compile_seconds: JAX compilation during the solve, shown apart from the solve time.
 
     Returns:
       A multi-line string (no trailing newline).
@@ -321,6 +327,7 @@ def format_table(
         ("max constraint violation", _fmt(result.max_violation, ".3e")),
         ("status", str(result.status)),
         ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
+        ("compile time", _fmt(compile_seconds, ".3f", " s")),
     ]
     lines += _table(rows, "ll") + _notes(result.status, baseline.projected)
     return "\n".join(lines)
@@ -348,7 +355,7 @@ _MULTI_WORDS = {
 }
 
 
-def multi_result_dict(result: Any, network: Any) -> dict:
+def multi_result_dict(result: Any, network: Any, compile_seconds: float | None = None) -> dict:
     """The ``result.json`` dictionary of a multi-workload run (``multi.MultiResult``).
 
     The keys of :data:`RESULT_KEYS` (``objective`` is the multi objective; ``step_time_ns``,
@@ -356,7 +363,7 @@ def multi_result_dict(result: Any, network: Any) -> dict:
     of step times; ``workload`` is null), then ``objective_value`` (ns, ns*$ or a ratio) and
     ``workloads``: one dict per workload with the keys of :data:`MULTI_WORKLOAD_KEYS`.
     """
-    d = result_dict(result, result.baseline, network, None)
+    d = result_dict(result, result.baseline, network, None, compile_seconds=compile_seconds)
     d["objective_value"] = _num(result.objective_value)
     d["workloads"] = [
         {
@@ -371,7 +378,8 @@ def multi_result_dict(result: Any, network: Any) -> dict:
     return d
 
 
-def format_multi_table(result: Any, network: Any, spec: Any = None) -> str:
+def format_multi_table(result: Any, network: Any, spec: Any = None,
+                       compile_seconds: float | None = None) -> str:
     """The summary printed for a multi-workload run (``multi.MultiResult``)."""
     objective = result.objective
     names = ", ".join(w.name for w in result.workloads)
@@ -419,6 +427,7 @@ def format_multi_table(result: Any, network: Any, spec: Any = None) -> str:
         ("max constraint violation", _fmt(result.max_violation, ".3e")),
         ("status", str(result.status)),
         ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
+        ("compile time", _fmt(compile_seconds, ".3f", " s")),
     ]
     lines += _table(rows, "ll") + _notes(result.status, result.baseline.projected)
     return "\n".join(lines)
