@@ -1,11 +1,9 @@
 """Hydra structured configs for ``python -m libra_jax.train`` and the bridge to model inputs.
 
 The dataclasses below are the *schema* (every key, its type and its default); the YAML files in
-``conf/`` fill in values (STYLE.md section 7, hydra tutorial 5.1). They are registered in Hydra's
-ConfigStore on import:
-
-``base_config`` (:class:`LibraConfig`), the first entry of ``conf/config.yaml``'s defaults
-list. It types every node below it, so the ``constraints/*.yaml`` group options are checked
+``conf/`` fill in values (STYLE.md section 7, hydra tutorial 5.1). The schema is registered in
+Hydra's ConfigStore on import as ``base_config`` (:class:`LibraConfig`), the first entry of
+``conf/config.yaml``'s defaults list. It types every node below it, so the ``constraints/*.yaml`` group options are checked
 against :class:`ConstraintsConfig` without a group schema of their own (which ``--help`` would
 list as one more option). Choice fields are :class:`Choice` enums: Hydra rejects any other value
 when it composes the config.
