@@ -287,12 +287,12 @@ def test_scan_resume_recomputes_nothing(tmp_path):
 
     # Same dir, different scan: refused, naming what differs.
     cfg.scan.format = "csv"
-    with pytest.raises(LibraInputError, match="different scan \\(format differ; format: "
-                                              "'parquet' there, 'csv' now"):
+    with pytest.raises(LibraInputError, match="different scan \\(changed: format "
+                                              "\\('parquet' there, 'csv' now\\)\\)"):
         scan.run_scan(cfg, out, solver=FakeSolver())
     cfg.scan.format = "parquet"
     cfg.space.budgets_gbps = [300.0]
-    with pytest.raises(LibraInputError, match="different scan \\(space differ"):
+    with pytest.raises(LibraInputError, match="different scan \\(changed: space\\)"):
         scan.run_scan(cfg, out, solver=FakeSolver())
 
 

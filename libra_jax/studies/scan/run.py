@@ -61,13 +61,12 @@ def _check_manifest(path: pathlib.Path, fp: dict) -> None:
     if old.get("fingerprint_sha256") == _sha(fp):
         return
     before = old.get("fingerprint", {})
-    differ = [k for k in fp if _sha(before.get(k)) != _sha(fp[k])]
-    what = "; ".join(f"{k}: {before.get(k)!r} there, {fp[k]!r} now" for k in differ
-                     if k in ("chunk_size", "format"))
+    changed = [f"{k} ({before.get(k)!r} there, {fp[k]!r} now)" if k in ("chunk_size", "format")
+               else k for k in fp if _sha(before.get(k)) != _sha(fp[k])]
     raise LibraInputError(
-        f"{path.parent} holds chunks of a different scan ({', '.join(differ) or 'fingerprint'}"
-        f" differ{'; ' + what if what else ''}); use a new scan.output_dir, rerun with the "
-        "old settings, or delete that directory."
+        f"{path.parent} holds chunks of a different scan (changed: "
+        f"{', '.join(changed) or 'the fingerprint'}); use a new scan.output_dir, rerun with "
+        "the settings of that scan, or delete that directory."
     )
 
 
