@@ -61,6 +61,7 @@ def test_train_pipelined_chunk_search_exports_astrasim(tmp_path):
     assert net.npus == (4, 8, 4, 32) or list(net.npus) == [4, 8, 4, 32]
     np.testing.assert_allclose(bw, res["bandwidth_gbps"], rtol=1e-9)
     np.testing.assert_allclose(lat, [500.0] * 4)
+    assert f"ASTRA-sim design: {run_dir / 'astrasim'}" in (run_dir / "train.log").read_text()
     system = json.loads((run_dir / "astrasim" / "system.json").read_text())
     assert system["preferred-dataset-splits"] == best["chunks"]
     assert system["endpoint-delay"] == 10
@@ -77,6 +78,8 @@ def test_evaluate_reproduces_the_pinned_optimum_and_reports_violations(tmp_path)
     assert tuple(res) == EVALUATE_KEYS
     np.testing.assert_allclose(res["step_time_ns"], case["step_time_ns"], rtol=1e-9)
     assert res["constraints"] == {"satisfied": True, "violated": []}
+    log = (run_dir / "evaluate.log").read_text()  # the status is logged
+    assert "step_time_ns" in log and "constraints met" in log and "result: " in log
     assert res["step_time_libra_ns"] is None  # the run's model is LIBRA's
     # Per-collective breakdown: every communicating layer-phase, busy times per dimension.
     assert len(res["breakdown"]) == 11 and len(res["breakdown"][0]["busy_ns"]) == 4
@@ -94,6 +97,7 @@ def test_evaluate_reproduces_the_pinned_optimum_and_reports_violations(tmp_path)
     assert any("total_bw_gbps" in v for v in res["constraints"]["violated"])
     assert res["step_time_ns"] >= res["step_time_libra_ns"]  # latency-free, 4 chunks
     assert "VIOLATED" in proc.stdout
+    assert "constraints VIOLATED" in (run_dir / "evaluate.log").read_text()
 
 
 def test_bad_design_and_options_name_the_key(tmp_path):

@@ -53,8 +53,9 @@ def enable_compilation_cache(directory: str | None) -> None:
     off when ``directory`` is None.
 
     Every program is cached, however small and quick to compile: a run compiles about 80
-    small programs, and loading all of them is what makes a repeat run fast (with JAX's
-    default threshold of 1 s of compile time almost nothing would be cached). Call it before
+    small programs, and loading all of them is what makes a repeat run fast (with a
+    threshold of 0.05 s of compile time, let alone JAX's default 1 s, only one of them is
+    cached and a repeat ``conf=turing_nlg`` run took 4.3 s instead of 2.6 s). Call it before
     the first compilation; calling it again (each job of a multirun) re-reads the setting.
     """
     compilation_cache.reset_cache()  # JAX decides once whether to use the cache: ask again
