@@ -517,3 +517,16 @@ def test_cli_bad_block_is_one_logged_error(tmp_path):
     line = "error: space.blocks[1] = 'Swtich': unknown building block. Did you mean 'Switch'?"
     assert line in proc.stdout + proc.stderr
     assert line in (tmp_path / "hydra" / "scan.log").read_text()
+
+
+def test_cli_typo_key_and_unquoted_override_are_errors(tmp_path):
+    """A key the scan schema lacks is refused even with `+`, naming the closest key; an
+    override Hydra cannot parse gets the quoting hint before Hydra runs."""
+    proc = _cli(tmp_path, "+scan.chunk_sise=3", f"scan.output_dir={tmp_path / 'o'}")
+    assert proc.returncode == 1
+    assert ("scan.chunk_sise=3: not a config key; did you mean scan.chunk_size?"
+            in proc.stdout + proc.stderr)
+    assert not (tmp_path / "o").exists()  # nothing ran
+    proc = _cli(tmp_path, "workloads=[{file: workload/GPT_3.txt, tp: 4}", "scan.max_chunks=1")
+    assert proc.returncode == 2
+    assert "cannot parse the override" in proc.stderr and "quote the value" in proc.stderr

@@ -660,7 +660,8 @@ def _parse_fails(parser: OverridesParser, override: str) -> str | None:
     return None
 
 
-def check_command_line(command: str, example: str, argv: Sequence[str] | None = None) -> None:
+def check_command_line(command: str, example: str | None,
+                       argv: Sequence[str] | None = None) -> None:
     """What a CLI's ``cli()`` runs before Hydra: exits with status 2 and an ``error:`` line
     on stderr when the call cannot mean anything sensible.
 
@@ -671,12 +672,13 @@ def check_command_line(command: str, example: str, argv: Sequence[str] | None = 
 
     Args:
       command: the module, e.g. ``"libra_jax.train"`` (for messages).
-      example: a complete example call's arguments, e.g. ``"conf=turing_nlg"``.
+      example: a complete example call's arguments, e.g. ``"conf=turing_nlg"``; None for a
+        command whose defaults already run (the scan), so no argument is fine.
       argv: the arguments (default ``sys.argv[1:]``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     args, _ = get_args_parser().parse_known_args(argv)
-    if not argv:
+    if not argv and example is not None:
         message = (
             f"no arguments: every input is null, so there is nothing to solve; "
             f"{preset_hint()}; e.g. python -m {command} {example}. Or give the network and "

@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from libra_jax.cli.config import check_command_line, reject_unknown_keys
 from libra_jax.cli.runtime import enable_compilation_cache
 from libra_jax.studies.scan import (
     ScanConfig,
@@ -41,10 +42,11 @@ register_configs()
 @float64
 def main(cfg: DictConfig) -> ScanResult:
     """Hydra entry: runs or resumes the configured scan; logs its status, prints the table."""
-    c: ScanConfig = OmegaConf.to_object(cfg)
-    enable_compilation_cache(c.compilation_cache_dir)
-    out = c.scan.output_dir or HydraConfig.get().runtime.output_dir
     try:
+        reject_unknown_keys(cfg, ScanConfig)
+        c: ScanConfig = OmegaConf.to_object(cfg)
+        enable_compilation_cache(c.compilation_cache_dir)
+        out = c.scan.output_dir or HydraConfig.get().runtime.output_dir
         result = run_scan(c, out)
     except LibraInputError as e:
         log.error("error: %s", " ".join(str(e).split()))
@@ -58,4 +60,5 @@ def main(cfg: DictConfig) -> ScanResult:
 
 def cli() -> None:
     """Console entry point (``libra-scan``)."""
+    check_command_line("libra_jax.scan", None)
     main()
