@@ -139,7 +139,7 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
     print(report.format_evaluation(data, network, workload, tm), flush=True)
     jobs.export_astrasim(c, output_dir, network, bw, tm)
     report.write_json(output_dir / "result.json", data)
-    key = "time_x_cost" if c.objective == "perf_per_cost" else "step_time_ns"
+    key = jobs.objective_key(c.objective)
     value = runtime.objective_value(data[key])
     log.info("design %s GB/s: %s %.10g, constraints %s", data["bandwidth_gbps"], key, value,
              "met" if data["constraints"]["satisfied"] else "VIOLATED")

@@ -39,6 +39,11 @@ def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
     return run_single(c, output_dir)
 
 
+def objective_key(objective: str) -> str:
+    """The ``result.json`` key of the value a single-workload ``objective`` minimises."""
+    return "time_x_cost" if objective == "perf_per_cost" else "step_time_ns"
+
+
 def _log_result(status: str, key: str, value: float, solve_s: float, compile_s: float,
                 path: pathlib.Path) -> None:
     log.info("status %s, %s %.10g; solve %.3f s, compile %.3f s", status, key, value,
@@ -93,7 +98,7 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
                               compile_seconds=clock.seconds)
     export_astrasim(c, output_dir, network, result.bandwidth_gbps, tm)
     report.write_json(output_dir / "result.json", data)
-    key = "time_x_cost" if c.objective == "perf_per_cost" else "step_time_ns"
+    key = objective_key(c.objective)
     value = runtime.objective_value(data[key])
     _log_result(result.status, key, value, result.solve_seconds, clock.seconds,
                 output_dir / "result.json")
