@@ -96,6 +96,11 @@ class RunConfig:
     format: Format = Format.parquet  # chunk files (part of the resume identity)
     max_chunks: Optional[int] = None  # compute at most this many chunks, then stop
     progress: bool = True  # progress bar on stderr (only when stderr is a terminal)
+    # Sharding: this process computes shard `shard_index` of `num_shards` (every design in
+    # exactly one shard); `merge=true` combines the finished shards of `output_dir` instead.
+    shard_index: int = 0
+    num_shards: int = 1
+    merge: bool = False
 
 
 @dataclasses.dataclass
