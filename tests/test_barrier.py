@@ -12,7 +12,6 @@ from libra_jax.solvers.barrier import (
     barrier_derivatives,
     barrier_minimize,
     barrier_value,
-    empty_rows,
 )
 
 
@@ -29,7 +28,7 @@ def _data(seed):
     data = BarrierData(
         g=jnp.asarray(g), h=jnp.asarray(h), g_on=jnp.asarray([True, True, False, True, True]),
         e=jnp.zeros((1, d + k)), f=jnp.zeros(1), e_on=jnp.asarray([False]),
-        epi_traffic=jnp.asarray(traffic), epi_on=jnp.asarray(traffic > 0), **empty_rows(d),
+        epi_traffic=jnp.asarray(traffic), epi_on=jnp.asarray(traffic > 0),
     )
     return jnp.asarray(z), data
 
@@ -59,7 +58,6 @@ def test_minimises_a_known_problem():
             g=-jnp.eye(2, 3), h=jnp.zeros(2), g_on=jnp.ones(2, bool),
             e=jnp.asarray([[1.0, 1.0, 0.0]]), f=jnp.asarray([3.0]), e_on=jnp.ones(1, bool),
             epi_traffic=jnp.asarray([[1.0, 4.0]]), epi_on=jnp.ones((1, 2), bool),
-            **empty_rows(2),
         )
         res = barrier_minimize(lambda z, _: z[2], None, jnp.asarray([1.5, 1.5, 4.0]), data)
         np.testing.assert_allclose(res.z, [0.6, 2.4, 5.0 / 3.0], rtol=1e-8)

@@ -18,9 +18,8 @@ from libra_jax.model.problem import (
 )
 from libra_jax.types import LibraInputError
 
-CONSTRAINT_FIELDS = ("cost_rate", "lo", "hi", "upper", "a_eq", "b_eq", "a_in", "b_in",
-                     "lo_tight", "hi_tight", "in_tight", "interior", "min_cost_bw",
-                     "total_bw_gbps")
+CONSTRAINT_FIELDS = tuple(f.name for f in problem.ARRAY_FIELDS
+                          if f.metadata["group"] == "constraints")
 
 
 def _lp(traffic, rates, spec, weight=None):
@@ -361,7 +360,7 @@ def test_stacked_equals_problem_from_arrays(mode, with_cost, with_budget):
         # Phases: the same after merging; padding rows have no traffic and weight 0.
         on = ps.weight[b] > 0
         assert np.all(ps.traffic_gb[b][~on] == 0)
-        merged = problem._merge_weighted(ps.traffic_gb[b][on], ps.weight[b][on])
+        merged = problem.merge_weighted_phases(ps.traffic_gb[b][on], ps.weight[b][on])
         np.testing.assert_array_equal(merged[0], one.traffic_gb)
         np.testing.assert_allclose(merged[1], one.weight, rtol=1e-15)
         assert ps.compute_s[b] == one.compute_s

@@ -13,13 +13,14 @@ from libra_jax.inputs.cost import (
     CostModel,
     cost_rates_usd_per_gbps,
     load_cost_model,
-    network_cost_usd,
 )
 from libra_jax.inputs.topology import (
     load_network_file,
     network_from_lists,
     parse_notation,
 )
+from libra_jax.model.objective import network_cost_usd
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
 from libra_jax.types import LibraInputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,22 +104,23 @@ def test_equal_split_costs_match_reference_optima():
 
 
 def test_network_cost_jit_vmap_grad():
+    # The rates enter the problem as cost_rate; the model prices bandwidths with them.
     net, cm = _shipped("4d")
     rates = cost_rates_usd_per_gbps(net, cm)
-    bw = np.array(
-        [[125.0, 125.0, 125.0, 125.0], [500.0, 300.0, 100.0, 100.0]], np.float32
-    )
-    with jax.numpy_rank_promotion("raise"):
-        eager = network_cost_usd(bw, rates)
-        jitted = jax.jit(network_cost_usd)(bw, rates)
-        vm = jax.vmap(network_cost_usd, in_axes=(0, None))(bw, rates)
-        g = jax.grad(lambda b: network_cost_usd(b, rates))(jnp.asarray(bw[0]))
-    expect = bw.astype(np.float64) @ rates
-    np.testing.assert_allclose(eager, expect, rtol=1e-6)
-    np.testing.assert_allclose(jitted, expect, rtol=1e-6)
-    np.testing.assert_allclose(vm, expect, rtol=1e-6)
-    np.testing.assert_allclose(g, rates, rtol=1e-6)
-    assert eager.shape == (2,)
+    p = problem_from_arrays(np.ones((1, 4)), np.ones(1), 0.0, rates,
+                            ConstraintSpec(total_bw_gbps=500.0))
+    bw = np.array([[125.0, 125.0, 125.0, 125.0], [500.0, 300.0, 100.0, 100.0]])
+    with jax.numpy_rank_promotion("raise"), jax.enable_x64(True):
+        eager = network_cost_usd(jnp.asarray(bw[1]), p)
+        jitted = jax.jit(network_cost_usd)(jnp.asarray(bw[1]), p)
+        vm = jax.vmap(network_cost_usd, in_axes=(0, None))(jnp.asarray(bw), p)
+        g = jax.grad(lambda b: network_cost_usd(b, p))(jnp.asarray(bw[0]))
+    expect = bw @ rates
+    np.testing.assert_allclose(eager, expect[1], rtol=1e-14)
+    np.testing.assert_allclose(jitted, expect[1], rtol=1e-14)
+    np.testing.assert_allclose(vm, expect, rtol=1e-14)
+    np.testing.assert_allclose(g, rates, rtol=1e-14)
+    assert vm.shape == (2,)
 
 
 def _write(tmp_path, text, name="cost.yml"):

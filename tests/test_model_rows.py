@@ -9,7 +9,6 @@ our model; batched == single.
 from __future__ import annotations
 
 import cvxpy as cp
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -26,7 +25,6 @@ from libra_jax.model.problem import (
     problem_from_arrays,
 )
 from libra_jax.solvers import batch as B
-from libra_jax.solvers.barrier import BarrierData, barrier_derivatives, barrier_value
 from libra_jax.solvers.certificate import tangent_lp_bound
 from libra_jax.solvers.solve import solve
 from libra_jax.types import LibraInputError
@@ -145,38 +143,6 @@ def test_perf_per_cost_with_rows_is_certified():
     a, b = solve(p, "perf_per_cost"), solve(q, "perf_per_cost")
     assert b.status == "ok"
     np.testing.assert_allclose(b.time_x_cost, a.time_x_cost, rtol=1e-6)
-
-
-def test_barrier_derivatives_with_rows_match_autodiff():
-    rng = np.random.default_rng(3)
-    with jax.enable_x64(True):
-        d, k, j, r = 3, 2, 3, 5
-        traffic = rng.uniform(0.1, 2, (k, d))
-        row_a = rng.uniform(0, 2, (r, d)) * (rng.random((r, d)) < 0.7)
-        row_c = rng.uniform(-0.5, 0.5, r)
-        row_t = k + np.asarray([0, 0, 1, 1, 1])  # piece 2 has no row: pinned
-        row_m = np.zeros((r, k + j))
-        row_m[2, 0] = 0.7  # piece 1 nests LIBRA phase 0 and piece 0
-        row_m[3, k] = 1.0
-        bw = rng.uniform(1, 3, d)
-        t = np.concatenate([np.max(traffic / bw, axis=1) + 0.5,
-                            np.full(j, np.max(row_c + row_a @ (1 / bw)) + 0.7)])
-        t[k + 1] += 3 * t.max()
-        z = jnp.asarray(np.concatenate([bw, t]))
-        n = d + k + j
-        g = rng.normal(size=(4, n))
-        data = BarrierData(
-            g=jnp.asarray(g), h=jnp.asarray(g @ np.asarray(z) + 1.0), g_on=jnp.ones(4, bool),
-            e=jnp.zeros((1, n)), f=jnp.zeros(1), e_on=jnp.asarray([False]),
-            epi_traffic=jnp.asarray(traffic), epi_on=jnp.asarray(traffic > 0),
-            row_a=jnp.asarray(row_a), row_c=jnp.asarray(row_c), row_t=jnp.asarray(row_t),
-            row_m=jnp.asarray(row_m), row_on=jnp.asarray([True, True, True, True, False]),
-        )
-        grad, hess = jax.jit(barrier_derivatives)(z, data)
-        np.testing.assert_allclose(grad, jax.jit(jax.grad(barrier_value))(z, data),
-                                   rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(hess, jax.jit(jax.hessian(barrier_value))(z, data),
-                                   rtol=1e-10, atol=1e-12)
 
 
 def test_bad_rows_are_refused():

@@ -13,6 +13,7 @@ from libra_jax.model.problem import (
     build_problem,
     merge_phases,
     problem_from_arrays,
+    problems_from_stacked,
 )
 from libra_jax.solvers.solve import equal_split, solve
 from libra_jax.types import LibraInputError
@@ -131,6 +132,40 @@ def test_negative_lower():
 def test_wrong_length(field, value):
     with pytest.raises(LibraInputError, match=rf"{field} .*{len(value)} entries .*2 dimensions"):
         _arrays(ConstraintSpec(total_bw_gbps=10.0, **{field: value}))
+
+
+@pytest.mark.parametrize("spec,least", [
+    # A total equality: the cheapest dim takes it all (100 GB/s x $1).
+    (ConstraintSpec(total_bw_gbps=100.0, max_cost_usd=60.0), 100.0),
+    # Lower bounds alone: 10 x $1 + 20 x $3.
+    (ConstraintSpec(lower_gbps=[10.0, 20.0], max_cost_usd=60.0), 70.0),
+    # A linear row (bw[0] <= bw[1]) with the total: 50 x $1 + 50 x $3.
+    (ConstraintSpec(total_bw_gbps=100.0, linear=["bw[0] <= bw[1]"], max_cost_usd=150.0),
+     200.0),
+])
+def test_unreachable_budget_names_the_least_feasible_cost(spec, least):
+    with pytest.raises(LibraInputError) as e:
+        _arrays(spec, rates=np.array([1.0, 3.0]))
+    msg = str(e.value)
+    assert msg.startswith(f"constraints.max_cost_usd = {spec.max_cost_usd:g}: ")
+    assert f"least feasible network cost, ${least:,.2f}" in msg
+
+
+def test_unreachable_budget_in_a_batch_names_the_problem_and_least_cost():
+    with pytest.raises(LibraInputError, match=(
+            r"^problem 1 of the batch: constraints\.max_cost_usd = 60: .*least feasible "
+            r"network cost, \$100\.00")):
+        problems_from_stacked(np.ones((2, 1, 2)), np.ones((2, 1)), 0.0, total_bw_gbps=100.0,
+                              cost_rates_usd_per_gbps=[1.0, 3.0], max_cost_usd=[300.0, 60.0])
+
+
+def test_budget_among_other_conflicts_gets_the_minimal_conflict():
+    # Lower bounds above the total: infeasible without the budget, so the message is the
+    # minimal conflict (no least cost exists).
+    with pytest.raises(LibraInputError, match="cannot all hold") as e:
+        _arrays(ConstraintSpec(total_bw_gbps=100.0, lower_gbps=[80.0, 80.0],
+                               max_cost_usd=1e6), rates=np.array([1.0, 3.0]))
+    assert "least feasible" not in str(e.value)
 
 
 def test_budget_without_cost_model():

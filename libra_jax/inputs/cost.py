@@ -15,8 +15,9 @@ bandwidth bw_d (GB/s), the reference prices
     cost_d   = blocks_d * links_d * link_bw * (Link + [Switch + Nic if t is Switch])
 
 so cost is linear in bw: ``cost = rates @ bw`` with ``rates`` from
-:func:`cost_rates_usd_per_gbps`. For Ring and FullyConnected the rate is ``N * Link``;
-for Switch it is ``N * (Link + Switch + Nic)``.
+:func:`cost_rates_usd_per_gbps` (a `Problem` carries them as ``cost_rate``;
+`objective.network_cost_usd` evaluates the cost). For Ring and FullyConnected the rate is
+``N * Link``; for Switch it is ``N * (Link + Switch + Nic)``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import numbers
 import os
 from collections.abc import Mapping
 
-import jax.numpy as jnp
 import numpy as np
 
 from libra_jax.inputs.topology import Network, read_yaml_mapping
@@ -184,18 +184,3 @@ def cost_rates_usd_per_gbps(network: Network, cost_model: CostModel) -> np.ndarr
         rates[d] = blocks * links * link_bw * price
     return rates
 
-
-def network_cost_usd(bw_gbps, rates_usd_per_gbps):
-    """Network cost in $, linear in bandwidth.
-
-    Pure jnp; works under ``jit`` / ``vmap`` / ``grad``.
-
-    Args:
-      bw_gbps: [..., D] per-NPU bandwidth of each dimension, GB/s.
-      rates_usd_per_gbps: [D] $ per GB/s of each dimension
-        (:func:`cost_rates_usd_per_gbps`).
-
-    Returns:
-      [...] cost in $.
-    """
-    return jnp.matmul(jnp.asarray(bw_gbps), jnp.asarray(rates_usd_per_gbps))

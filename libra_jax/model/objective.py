@@ -37,6 +37,13 @@ def row_values_s(bw_gbps: jax.Array, p: Problem, piece_s: jax.Array | None = Non
     return val
 
 
+def piece_max(vals: jax.Array, p: Problem) -> jax.Array:
+    """[J] the largest of ``vals`` [R] over each piece's rows that take part (0 for none)."""
+    top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
+                              num_segments=p.piece_weight.shape[0])
+    return jnp.where(top == -jnp.inf, 0.0, top)
+
+
 def piece_times_s(bw_gbps: jax.Array, p: Problem, reduce=None) -> jax.Array:
     """Time [J] (s) of each general model piece: the max over its rows (0 for padding).
 
@@ -45,13 +52,7 @@ def piece_times_s(bw_gbps: jax.Array, p: Problem, reduce=None) -> jax.Array:
     replaces the max (e.g. by a smooth max); default the exact max.
     """
     num = p.piece_weight.shape[0]
-
-    def exact(vals, _):
-        top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
-                                  num_segments=num)
-        return jnp.where(top == -jnp.inf, 0.0, top)
-
-    reduce = exact if reduce is None else reduce
+    reduce = (lambda vals, _: piece_max(vals, p)) if reduce is None else reduce
     base = row_values_s(bw_gbps, p)
     first = reduce(base, jnp.zeros((num,), base.dtype))
     if num == 0:

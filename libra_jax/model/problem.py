@@ -68,12 +68,12 @@ class ModelRows:
     nest: np.ndarray | None = None
 
 
-def _check_rows(rows: ModelRows | None, d: int):
-    """Validated float64/int32 arrays of ``rows`` (empty ones for None); drops pieces of weight
-    0 and their rows (they cannot change the time and would leave their variable free)."""
+def _check_rows(rows: ModelRows | None, d: int) -> dict:
+    """The general-model fields of `Problem` (group "rows") from ``rows``, validated (`no_rows`
+    for None); drops pieces of weight 0 and their rows (they cannot change the time and
+    would leave their variable free)."""
     if rows is None:
-        return (np.zeros(0), np.zeros(0, np.int32), np.zeros(0), np.zeros((0, d)),
-                np.zeros((0, 0)), 0.0)
+        return no_rows((), d)
     w = np.asarray(rows.weight, np.float64).reshape(-1)
     piece = np.asarray(rows.piece).reshape(-1)
     c = np.asarray(rows.const_s, np.float64).reshape(-1)
@@ -112,8 +112,10 @@ def _check_rows(rows: ModelRows | None, d: int):
         raise LibraInputError("model rows: a piece that counts has no row.")
     new_index = np.cumsum(needed) - 1
     keep_row = needed[piece]
-    return (w[needed], new_index[piece[keep_row]].astype(np.int32), c[keep_row],
-            a[keep_row], nest[keep_row][:, needed], c0)
+    return dict(piece_weight=w[needed], row_piece=new_index[piece[keep_row]].astype(np.int32),
+                row_const_s=c[keep_row], row_gb=a[keep_row],
+                row_nest=nest[keep_row][:, needed], row_on=np.ones(int(keep_row.sum()), bool),
+                comm_const_s=np.asarray(c0, np.float64))
 
 
 @dataclasses.dataclass
@@ -137,38 +139,61 @@ class ConstraintSpec:
     max_cost_usd: float | None = None
 
 
+def _leaf(axes: str, fill, dtype=np.float64, group: str = "constraints"):
+    """A `Problem` array field. ``axes`` names its trailing axes by the letters of
+    `types.py` (D K I E, J pieces, R rows); ``fill`` is its neutral padding value (see
+    `batch.pad_stacked`); ``group`` is "workload", "constraints" or "rows" (the general
+    model, empty for LIBRA's)."""
+    return dataclasses.field(metadata=dict(axes=axes, fill=fill, dtype=np.dtype(dtype),
+                                           group=group))
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """One bandwidth-allocation problem. Array leaves only (numpy from the builders; a batch
-    from `problems_from_stacked` has a leading axis on every leaf); sizes come from shapes."""
+    from `problems_from_stacked` has a leading axis on every leaf); sizes come from shapes.
 
-    traffic_gb: jax.Array  # [K, D] GB each distinct communicating phase moves per dim
-    weight: jax.Array  # [K] how many times that phase occurs in one step
-    compute_s: jax.Array  # [] total compute time of one step (s)
-    cost_rate: jax.Array  # [D] $ per (GB/s per NPU) on each dim; 0 without a cost model
-    lo: jax.Array  # [D] lower bound (GB/s), >= 0
-    hi: jax.Array  # [D] upper bound (GB/s), +inf for none
-    upper: jax.Array  # [D] finite upper bound implied by all constraints (GB/s)
-    a_eq: jax.Array  # [E, D] equality rows, unit norm
-    b_eq: jax.Array  # [E]
-    a_in: jax.Array  # [I, D] inequality rows (a_in @ bw <= b_in), unit norm
-    b_in: jax.Array  # [I]
-    lo_tight: jax.Array  # [D] bool: lower bound holds with equality on all of the set
-    hi_tight: jax.Array  # [D] bool: upper bound holds with equality on all of the set
-    in_tight: jax.Array  # [I] bool: inequality row holds with equality on all of the set
-    interior: jax.Array  # [D] a point strictly inside every non-tight inequality
-    min_cost_bw: jax.Array  # [D] a feasible point of least network cost
-    total_bw_gbps: jax.Array  # [] the total of the equal split baseline (see baseline)
+    Each array field lists its axes, padding value and dtype once, in its metadata
+    (`ARRAY_FIELDS`): padding (`batch.pad_stacked`), the empty general model (`no_rows`)
+    and the sizes (`problem_sizes`) are derived from it."""
+
+    # [K, D] GB each distinct communicating phase moves per dim
+    traffic_gb: jax.Array = _leaf("KD", 0.0, group="workload")
+    weight: jax.Array = _leaf("K", 0.0, group="workload")  # [K] times that phase occurs
+    compute_s: jax.Array = _leaf("", 0.0, group="workload")  # [] compute of one step (s)
+    # [D] $ per (GB/s per NPU) on each dim; 0 without a cost model
+    cost_rate: jax.Array = _leaf("D", 0.0)
+    lo: jax.Array = _leaf("D", 1.0)  # [D] lower bound (GB/s), >= 0
+    hi: jax.Array = _leaf("D", np.inf)  # [D] upper bound (GB/s), +inf for none
+    # [D] finite upper bound implied by all constraints (GB/s)
+    upper: jax.Array = _leaf("D", 1.0)
+    a_eq: jax.Array = _leaf("ED", 0.0)  # [E, D] equality rows, unit norm
+    b_eq: jax.Array = _leaf("E", 0.0)  # [E]
+    a_in: jax.Array = _leaf("ID", 0.0)  # [I, D] inequality rows (a_in @ bw <= b_in), unit norm
+    b_in: jax.Array = _leaf("I", 1.0)  # [I]
+    # [D] bool: lower bound holds with equality on all of the set
+    lo_tight: jax.Array = _leaf("D", True, bool)
+    # [D] bool: upper bound holds with equality on all of the set
+    hi_tight: jax.Array = _leaf("D", False, bool)
+    # [I] bool: inequality row holds with equality on all of the set
+    in_tight: jax.Array = _leaf("I", False, bool)
+    interior: jax.Array = _leaf("D", 1.0)  # [D] a point strictly inside every non-tight row
+    min_cost_bw: jax.Array = _leaf("D", 1.0)  # [D] a feasible point of least network cost
+    total_bw_gbps: jax.Array = _leaf("", 0.0)  # [] the total of the equal split baseline
     # A communication model beyond LIBRA's (`model=pipelined`, overlap training loops) as
     # general rows; empty ([0]) for LIBRA's model. See `ModelRows`.
-    piece_weight: jax.Array  # [J] weight of each piece (max over its rows)
-    row_piece: jax.Array  # [R] int32 piece of each row
-    row_const_s: jax.Array  # [R] constant term of each row (s)
-    row_gb: jax.Array  # [R, D] coefficient of 1 / bw_d in each row (GB; GB / (GB/s) = s)
-    row_nest: jax.Array  # [R, J] coefficient of earlier pieces' times in each row (>= 0)
-    row_on: jax.Array  # [R] bool: rows that take part (False only in batch padding)
-    comm_const_s: jax.Array  # [] communication time that no bandwidth changes (s)
+    piece_weight: jax.Array = _leaf("J", 0.0, group="rows")  # [J] weight of each piece
+    row_piece: jax.Array = _leaf("R", 0, np.int32, "rows")  # [R] int32 piece of each row
+    row_const_s: jax.Array = _leaf("R", 0.0, group="rows")  # [R] constant of each row (s)
+    # [R, D] coefficient of 1 / bw_d in each row (GB; GB / (GB/s) = s)
+    row_gb: jax.Array = _leaf("RD", 0.0, group="rows")
+    # [R, J] coefficient of earlier pieces' times in each row (>= 0)
+    row_nest: jax.Array = _leaf("RJ", 0.0, group="rows")
+    # [R] bool: rows that take part (False only in batch padding)
+    row_on: jax.Array = _leaf("R", False, bool, "rows")
+    # [] communication time that no bandwidth changes (s)
+    comm_const_s: jax.Array = _leaf("", 0.0, group="rows")
     # Static: only read on the host. (Row names are not stored here: a static field that
     # holds values would recompile for every new constraint value.)
     has_cost: bool = dataclasses.field(metadata=dict(static=True), default=False)
@@ -176,6 +201,31 @@ class Problem:
     @property
     def num_dims(self) -> int:
         return self.traffic_gb.shape[-1]
+
+
+#: The array fields of `Problem`, each with its metadata (axes, fill, dtype, group).
+ARRAY_FIELDS = tuple(f for f in dataclasses.fields(Problem) if "axes" in f.metadata)
+#: The size letters of `Problem`'s axes, in the order of `problem_sizes`.
+SIZE_AXES = "DKIEJR"
+
+
+def problem_sizes(p: Problem) -> tuple[int, ...]:
+    """(D, K, I, E, J, R) of a problem, or of a stacked batch (from the trailing axes)."""
+    found: dict[str, int] = {}
+    for f in ARRAY_FIELDS:
+        axes = f.metadata["axes"]
+        if axes:
+            shape = np.shape(getattr(p, f.name))[-len(axes):]
+            found.update(zip(axes, shape))
+    return tuple(found[a] for a in SIZE_AXES)
+
+
+def no_rows(lead: tuple[int, ...], num_dims: int) -> dict:
+    """The general-model fields (group "rows") of LIBRA's model, no pieces and no rows, for
+    problems of ``num_dims`` dims with leading (batch) axes ``lead``."""
+    return {f.name: np.zeros(lead + tuple(num_dims if a == "D" else 0
+                                          for a in f.metadata["axes"]), f.metadata["dtype"])
+            for f in ARRAY_FIELDS if f.metadata["group"] == "rows"}
 
 
 def merge_phases(traffic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,40 +238,63 @@ def merge_phases(traffic: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
       (unique [K, D], count [K]) in first-appearance order.
     """
     traffic = np.asarray(traffic, np.float64)
-    traffic = traffic[(traffic > 0).any(axis=1)]
-    return _merge_weighted(traffic, np.ones(traffic.shape[0]))
+    return merge_weighted_phases(traffic, np.ones(traffic.shape[0]))[:2]
 
 
-def _merge_weighted(traffic: np.ndarray, weight: np.ndarray):
-    """Merges identical rows of traffic [K, D], summing their weights (first-appearance order).
+def merge_weighted_phases(traffic: np.ndarray, weight: np.ndarray):
+    """Drops phases without traffic or weight and merges identical rows, summing weights.
 
     A stable lexicographic sort puts identical rows next to each other (in input order, so
     each group's sum adds the weights in input order and its first sorted row is its first
-    appearance)."""
-    k = traffic.shape[0]
-    if k == 0:
-        return traffic, weight
+    appearance).
+
+    Args:
+      traffic: [N, D] per-phase traffic (any unit). weight: [N] >= 0.
+
+    Returns:
+      (unique [K, D], weight [K], index [N]) in first-appearance order; ``index`` maps each
+      input row to its merged row (-1 for a dropped row).
+    """
+    traffic = np.asarray(traffic, np.float64)
+    weight = np.asarray(weight, np.float64)
+    keep = (weight > 0) & (traffic > 0).any(axis=1)
+    index = np.full(traffic.shape[0], -1, np.int64)
+    kept = np.flatnonzero(keep)
+    if kept.size == 0:
+        return np.zeros((0, traffic.shape[1])), np.zeros(0), index
+    traffic, weight = traffic[kept], weight[kept]
     order = np.lexsort(traffic.T[::-1])
     ordered = traffic[order]
-    new = np.empty(k, bool)
+    new = np.empty(kept.size, bool)
     new[0] = True
     np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])
-    sums = np.bincount(np.cumsum(new) - 1, weights=weight[order])
+    group = np.cumsum(new) - 1  # merged row of each sorted row, in sorted order
+    sums = np.bincount(group, weights=weight[order])
     first = order[new]
     by_appearance = np.argsort(first)
-    return traffic[first[by_appearance]], sums[by_appearance]
+    rank = np.empty_like(by_appearance)
+    rank[by_appearance] = np.arange(by_appearance.size)
+    index[kept[order]] = rank[group]
+    return traffic[first[by_appearance]], sums[by_appearance], index
 
 
-def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
+def float_vector(values, n: int, field: str, default: float, expected: str) -> np.ndarray:
+    """[n] float64 from a list of numbers: None gives ``default`` everywhere, a None entry
+    ``default`` there.
+
+    Raises:
+      LibraInputError: a length other than n (the message names ``field`` and says
+        ``expected``, e.g. "the network has 4 dimensions (...)"), or an entry that is not a
+        number (naming its index).
+    """
     if values is None:
-        return np.full(num_dims, default, np.float64)
+        return np.full(n, default, np.float64)
     values = list(values)
-    if len(values) != num_dims:
+    if len(values) != n:
         raise LibraInputError(
-            f"{field} = {values}: has {len(values)} entries but the network has {num_dims} "
-            "dimensions (give one value per dimension, or null)."
+            f"{field} = {values}: has {len(values)} entries but {expected}."
         )
-    out = np.empty(num_dims, np.float64)
+    out = np.empty(n, np.float64)
     for i, v in enumerate(values):
         if v is None:
             out[i] = default
@@ -233,6 +306,12 @@ def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
         if math.isnan(out[i]):
             raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.")
     return out
+
+
+def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
+    return float_vector(values, num_dims, field, default,
+                        f"the network has {num_dims} dimensions (give one value per "
+                        "dimension, or null)")
 
 
 def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
@@ -396,9 +475,8 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
     if not (np.isfinite(compute_s) and compute_s >= 0):
         raise LibraInputError(f"compute_s = {compute_s}: must be a finite number >= 0.")
     d = traffic_gb.shape[1]
-    piece_w, row_piece, row_c, row_a, row_nest, comm_c0 = _check_rows(rows, d)
-    keep = (weight > 0) & (traffic_gb > 0).any(axis=1)
-    traffic_gb, weight = _merge_weighted(traffic_gb[keep], weight[keep])
+    model_rows = _check_rows(rows, d)
+    traffic_gb, weight, _ = merge_weighted_phases(traffic_gb, weight)
     f = field_prefix
     has_cost = cost_rates_usd_per_gbps is not None
     rates = (
@@ -430,8 +508,7 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
             raise LibraInputError(f"{f}.max_cost_usd = {spec.max_cost_usd}: must be > 0.")
 
     used = (traffic_gb > 0).any(axis=0)
-    if rows is not None:
-        used |= (row_a > 0).any(axis=0)
+    used |= (model_rows["row_gb"] > 0).any(axis=0)
     fields = None
     if (closed_form and not linear and d > 0
             and (not has_cost or (rates.shape == (d,) and _finite_nonnegative(rates)))
@@ -445,20 +522,9 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
     if fields is None:
         fields = _lp_fields(lo, hi, rates, has_cost, total, spec.total_bw_mode, linear, budget,
                             f, used)
-    return Problem(
-        traffic_gb=traffic_gb.reshape(-1, d),
-        weight=weight,
-        compute_s=np.asarray(compute_s, np.float64),
-        **fields,
-        piece_weight=piece_w,
-        row_piece=row_piece.astype(np.int32),
-        row_const_s=row_c,
-        row_gb=row_a.reshape(-1, d),
-        row_nest=row_nest.reshape(row_piece.shape[0], piece_w.shape[0]),
-        row_on=np.ones(row_piece.shape, bool),
-        comm_const_s=np.asarray(comm_c0, np.float64),
-        has_cost=has_cost,
-    )
+    return Problem(traffic_gb=traffic_gb.reshape(-1, d), weight=weight,
+                   compute_s=np.asarray(compute_s, np.float64), **fields, **model_rows,
+                   has_cost=has_cost)
 
 
 def _finite_nonnegative(x: np.ndarray) -> bool:
@@ -507,6 +573,8 @@ def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) ->
     bounds = [(lo[i], hi[i] if np.isfinite(hi[i]) else None) for i in range(d)]
     res = _linprog(np.zeros(d), a_in, b_in, a_eq, b_eq, bounds)
     if res.status == 2:
+        if budget is not None:
+            _check_budget_reachable(rows, rates, bounds, budget, f)
         names = _conflict(rows, lo, hi, f"{f}.lower_gbps", f"{f}.upper_gbps")
         raise LibraInputError(
             "the constraints cannot all hold: no bandwidth vector satisfies "
@@ -565,6 +633,20 @@ def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) ->
         in_tight=in_tight, interior=interior, min_cost_bw=min_cost_bw,
         total_bw_gbps=np.asarray(total_base, np.float64),
     )
+
+
+def _check_budget_reachable(rows: _Rows, rates, bounds, budget: float, f: str) -> None:
+    """Raises when the cost budget (the last row of ``rows``) is all that makes the set
+    empty, naming the least network cost the other constraints allow (an LP)."""
+    a_eq, b_eq, a_in, b_in = rows.arrays(set(range(len(rows.b) - 1)))
+    res = _linprog(rates, a_in, b_in, a_eq, b_eq, bounds)
+    if res.status == 0 and res.fun > budget:
+        raise LibraInputError(
+            f"{f}.max_cost_usd = {budget:g}: the budget is below the least feasible network "
+            f"cost, ${res.fun:,.2f} (the cheapest design that meets the other constraints); "
+            "raise the budget to at least that, or relax the other constraints (lower bounds, "
+            "total bandwidth, linear rows)."
+        )
 
 
 def _tight_tol(upper):
@@ -1014,20 +1096,8 @@ def problems_from_stacked(
             raise LibraInputError(f"problem {b} of the batch: {e}") from None
         for name, value in fields.items():
             value[b] = getattr(p, name)
-    return Problem(
-        traffic_gb=traffic,
-        weight=weight,
-        compute_s=compute,
-        **fields,
-        piece_weight=np.zeros((nb, 0)),
-        row_piece=np.zeros((nb, 0), np.int32),
-        row_const_s=np.zeros((nb, 0)),
-        row_gb=np.zeros((nb, 0, d)),
-        row_nest=np.zeros((nb, 0, 0)),
-        row_on=np.zeros((nb, 0), bool),
-        comm_const_s=np.zeros(nb),
-        has_cost=has_cost,
-    )
+    return Problem(traffic_gb=traffic, weight=weight, compute_s=compute, **fields,
+                   **no_rows((nb,), d), has_cost=has_cost)
 
 
 def _interior_point(lo, hi, lo_tight, hi_tight, a_in, b_in, in_tight, a_eq, b_eq, upper):

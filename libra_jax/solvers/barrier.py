@@ -1,10 +1,12 @@
-"""Log-barrier interior-point method for the (small, dense) LIBRA problems, in pure JAX.
+"""Log-barrier interior-point method for small, dense problems over bandwidths, in pure JAX.
 
-The `perf` problem is written in epigraph form over z = (bw [D], t [K]):
+Two host-side solves use it (the `perf` optimum itself comes from the batch engine's
+interior-point kernel, `ipm.py`): the projection of the equal split onto the feasible set
+(`solve.equal_split`) and the worst-slowdown design of `multi.py`. The problem is written in
+epigraph form over z = (bw [D], t [K]):
 
-    minimise   obj(z)                      (for perf: weight @ t)
+    minimise   obj(z)                      (e.g. a distance, or an epigraph variable)
     subject to t_k >= traffic_kd / bw_d    for every (k, d) with traffic_kd > 0
-               t_j >= c_r + sum_d a_rd / bw_d + m_r @ t  for every general row r of piece j
                G z <= h,  E z == f         (linear rows: box, user constraints, budget)
 
 and solved by the barrier method (Boyd & Vandenberghe, Convex Optimization, Sec. 11.3): for an
@@ -12,7 +14,7 @@ increasing sequence of s, minimise s * obj(z) - sum(log(slacks)) subject to E z 
 Newton's method with equality constraints (a dense null-space Newton step; D + K is small)
 and a backtracking line search that never leaves the domain. The centred point for s gives the
 dual point lambda_i = 1 / (s * slack_i) (nu from the KKT solve divided by s), from which
-`solve.py` computes a certified lower bound on the optimum.
+`multi.py` builds a certified lower bound on the worst slowdown.
 
 All loops are `lax` loops with fixed bounds; nothing raises inside jit; the result carries
 whether the last centring converged and whether everything stayed finite.
@@ -37,11 +39,6 @@ class BarrierData(NamedTuple):
     e_on: jax.Array  # [E] bool
     epi_traffic: jax.Array  # [K, D] traffic (GB) of the epigraph constraints
     epi_on: jax.Array  # [K, D] bool, pairs with traffic > 0
-    row_a: jax.Array  # [R, D] general rows: coefficient of 1 / bw_d (GB)
-    row_c: jax.Array  # [R] constant (s)
-    row_t: jax.Array  # [R] int index into t (= K + piece) of each row
-    row_m: jax.Array  # [R, T] coefficient of each t in each row (nested pieces), >= 0
-    row_on: jax.Array  # [R] bool
 
 
 class BarrierConfig(NamedTuple):
@@ -61,26 +58,10 @@ class BarrierResult(NamedTuple):
     nu: jax.Array  # [E] equality multipliers of the original problem (KKT nu / s)
     lam: jax.Array  # [M] inequality multipliers 1 / (s * slack), 0 on rows not taking part
     mu_epi: jax.Array  # [K, D] epigraph multipliers, 0 on unused pairs
-    mu_row: jax.Array  # [R] general row multipliers, 0 on rows not taking part
     newton_steps: jax.Array  # [] total Newton steps
     centred: jax.Array  # [] bool: last centring met its tolerance
     finite: jax.Array  # [] bool: every quantity stayed finite
     started_inside: jax.Array  # [] bool: z0 was strictly feasible (else nothing was solved)
-
-
-def empty_rows(num_dims: int, dtype=jnp.float64) -> dict:
-    """The general-row fields of `BarrierData` with no rows (LIBRA's model only)."""
-    return dict(row_a=jnp.zeros((0, num_dims), dtype), row_c=jnp.zeros((0,), dtype),
-                row_t=jnp.zeros((0,), jnp.int32), row_m=None, row_on=jnp.zeros((0,), bool))
-
-
-def _row_m(data: BarrierData, n_t: int):
-    return jnp.zeros((data.row_c.shape[0], n_t), data.row_c.dtype) if data.row_m is None \
-        else data.row_m
-
-
-def _row_used(data: BarrierData):
-    return data.row_on[:, None] & (data.row_a != 0)
 
 
 def _slacks(z: jax.Array, data: BarrierData):
@@ -91,14 +72,8 @@ def _slacks(z: jax.Array, data: BarrierData):
     safe_bw = jnp.where(used, bw[None, :], 1.0)
     epi = jnp.where(used, t[:k, None] - data.epi_traffic / safe_bw, 1.0)
     pos = jnp.where(used, bw[None, :], 1.0)
-    r_used = _row_used(data)
-    r_bw = jnp.where(r_used, bw[None, :], 1.0)
-    row = data.row_c + jnp.sum(jnp.where(r_used, data.row_a / r_bw, 0.0), axis=1)
-    row = row + _row_m(data, t.shape[0]) @ t
-    row = jnp.where(data.row_on, t[data.row_t] - row, 1.0)
-    inside = (jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(pos > 0) & jnp.all(row > 0)
-              & jnp.all(r_bw > 0))
-    return lin, epi, row, inside
+    inside = jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(pos > 0)
+    return lin, epi, inside
 
 
 def _t_free(data: BarrierData):
@@ -106,24 +81,22 @@ def _t_free(data: BarrierData):
     n_t = data.g.shape[1] - data.epi_traffic.shape[1]
     k = data.epi_traffic.shape[0]
     has = jnp.zeros((n_t,), bool).at[:k].set(jnp.any(data.epi_on, axis=1))
-    counts = jax.ops.segment_sum(data.row_on.astype(jnp.int32), data.row_t, num_segments=n_t)
-    return ~(has | (counts > 0))
+    return ~has
 
 
 def barrier_value(z: jax.Array, data: BarrierData) -> jax.Array:
     """-sum(log(slacks)), +inf outside the domain.
 
-    A padded phase or piece (no constraint on its t) is left free with zero weight; the term
-    t^2 / 2 pins it at 0 so that the Newton system stays non-singular (padding must not
-    change a result, and does not: that t appears nowhere else).
+    A padded phase (no constraint on its t) is left free with zero weight; the term t^2 / 2
+    pins it at 0 so that the Newton system stays non-singular (padding must not change a
+    result, and does not: that t appears nowhere else).
     """
-    lin, epi, row, inside = _slacks(z, data)
+    lin, epi, inside = _slacks(z, data)
     d = data.epi_traffic.shape[1]
     t_free = _t_free(data)
     val = (
         -jnp.sum(jnp.log(jnp.where(lin > 0, lin, 1.0)))
         - jnp.sum(jnp.log(jnp.where(epi > 0, epi, 1.0)))
-        - jnp.sum(jnp.log(jnp.where(row > 0, row, 1.0)))
         + 0.5 * jnp.sum(jnp.where(t_free, z[d:] ** 2, 0.0))
     )
     return jnp.where(inside, val, jnp.inf)
@@ -136,15 +109,13 @@ def barrier_derivatives(z: jax.Array, data: BarrierData):
     Epigraph pairs, slack e = t_k - T/b_d, with v = T / b_d^2 (= de/db_d) and u = 1 / e:
       grad_t_k -= u,  grad_b_d -= u v,
       hess_tt += u^2, hess_bb += u^2 v^2 + 2 u T / b_d^3, hess_tb += u^2 v.
-    General rows, slack e = t_j - c - sum_d a_d / b_d - m @ t, with gradient
-    q = (a / b^2, e_j - m) and u = 1 / e: grad -= u q,  hess += u^2 q q^T + diag_b(2 u a / b^3).
     Pinned (padded) variables add t to the gradient and 1 to the Hessian diagonal.
-    About KD + R n + n^2 work instead of the n reverse passes of `jax.hessian`.
+    About KD + M n + n^2 work instead of the n reverse passes of `jax.hessian`.
     """
     d, k = data.epi_traffic.shape[1], data.epi_traffic.shape[0]
     n_t = z.shape[0] - d
     bw, t = z[:d], z[d:]
-    lin, epi, row, _ = _slacks(z, data)
+    lin, epi, _ = _slacks(z, data)
     inv_l = jnp.where(data.g_on, 1.0 / lin, 0.0)
     grad = data.g.T @ inv_l
     hess = (data.g * (inv_l**2)[:, None]).T @ data.g
@@ -161,19 +132,7 @@ def barrier_derivatives(z: jax.Array, data: BarrierData):
     h_tb = jnp.zeros((n_t, d), z.dtype).at[:k].set(u**2 * v)  # [T, D]
     grad = grad + jnp.concatenate([g_b, g_t])
     epi_hess = jnp.block([[jnp.diag(h_bb), h_tb.T], [h_tb, jnp.diag(h_tt)]])
-    # General rows.
-    r_used = _row_used(data)
-    r_bw = jnp.where(r_used, bw[None, :], 1.0)
-    ur = jnp.where(data.row_on, 1.0 / row, 0.0)  # [R]
-    vr = jnp.where(r_used, data.row_a / r_bw**2, 0.0)  # [R, D]
-    q = jnp.concatenate(
-        [vr, jax.nn.one_hot(data.row_t, n_t, dtype=z.dtype) - _row_m(data, n_t)], axis=1)
-    q = jnp.where(data.row_on[:, None], q, 0.0)
-    grad = grad - q.T @ ur
-    row_diag = jnp.sum(2.0 * ur[:, None] * vr / r_bw, axis=0)
-    row_hess = (q * (ur**2)[:, None]).T @ q + jnp.diag(
-        jnp.concatenate([row_diag, jnp.zeros((n_t,), z.dtype)]))
-    return grad, hess + epi_hess + row_hess
+    return grad, hess + epi_hess
 
 
 def _nullspace_basis(e_act: jax.Array, n: int):
@@ -229,7 +188,7 @@ def barrier_minimize(
       `BarrierResult`; the duality gap of the final centred point is (number of barrier
       terms) / s.
     """
-    num_terms = jnp.sum(data.g_on) + jnp.sum(data.epi_on) + jnp.sum(data.row_on)
+    num_terms = jnp.sum(data.g_on) + jnp.sum(data.epi_on)
     obj0 = obj(z0, obj_params)
     s0 = num_terms / jnp.maximum(jnp.abs(obj0), 1e-30)
     m_eq = data.e.shape[0]
@@ -291,12 +250,11 @@ def barrier_minimize(
     init = (z0, s0, jnp.zeros((m_eq,), z0.dtype), zero, zero, zero, jnp.asarray(False),
             jnp.asarray(False))
     z, s, nu, total, _, _, _, centred = jax.lax.while_loop(cond, step, init)
-    lin, epi, row, inside = _slacks(z, data)
+    lin, epi, inside = _slacks(z, data)
     lam = jnp.where(data.g_on, 1.0 / (s * lin), 0.0)
     mu_epi = jnp.where(data.epi_on, 1.0 / (s * epi), 0.0)
-    mu_row = jnp.where(data.row_on, 1.0 / (s * row), 0.0)
     finite = jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(nu)) & inside
     return BarrierResult(
-        z=z, s=s, nu=nu / s, lam=lam, mu_epi=mu_epi, mu_row=mu_row, newton_steps=total,
-        centred=centred, finite=finite, started_inside=_slacks(z0, data)[3],
+        z=z, s=s, nu=nu / s, lam=lam, mu_epi=mu_epi, newton_steps=total,
+        centred=centred, finite=finite, started_inside=_slacks(z0, data)[2],
     )

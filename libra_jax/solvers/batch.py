@@ -43,18 +43,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from libra_jax.model import objective as model
-from libra_jax.model.problem import Problem
+from libra_jax.model.problem import ARRAY_FIELDS, SIZE_AXES, Problem, problem_sizes
 from libra_jax.solvers import first_order, ipm
-from libra_jax.solvers.certificate import tangent_lp_bound
+from libra_jax.solvers.certificate import (
+    TOLERANCES,
+    relative_gap,
+    status_codes,
+    tangent_lp_bound,
+)
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice), as in
 # solve.py: every entry point that solves goes through one of the two modules.
 
-GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
-VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok (float64)
-TOLERANCES = {np.dtype(np.float64): (GAP_TOL, VIOLATION_TOL),
-              np.dtype(np.float32): (1e-4, 1e-6)}
 CHUNK_LADDER = (16, 1024, 65536, 524288)
 
 
@@ -75,56 +76,31 @@ def _pow2(n: int, minimum: int = 0) -> int:
     return 0 if n == 0 else 1 << (n - 1).bit_length()
 
 
-def exact_shape(p: Problem) -> tuple[int, ...]:
-    """(D, K, I, E, J, R) of a problem (or of a stacked batch: trailing axes)."""
-    k, d = p.traffic_gb.shape[-2:]
-    return (d, k, p.a_in.shape[-2], p.a_eq.shape[-2], p.piece_weight.shape[-1],
-            p.row_piece.shape[-1])
-
-
 def bucket_shape(p: Problem) -> tuple[int, ...]:
     """The padded (D, K, I, E, J, R) a problem is solved at."""
-    d, k, i, e, j, r = exact_shape(p)
+    d, k, i, e, j, r = problem_sizes(p)
     return (_round_dims(d), _pow2(k, 4), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
-
-
-def _pad_axis(x: np.ndarray, axis: int, size: int, fill) -> np.ndarray:
-    if x.shape[axis] == size:
-        return x
-    width = [(0, 0)] * x.ndim
-    width[axis] = (0, size - x.shape[axis])
-    return np.pad(x, width, constant_values=fill)
 
 
 def pad_stacked(p: Problem, shape: tuple[int, ...]) -> Problem:
     """Pads a stacked batch ``p`` (leaves [B, ...], numpy) to ``shape`` = (D, K, I, E, J, R)
-    with the neutral entries of the module docstring, all problems at once."""
-    d, k, i, e, j, r = shape
-    if any(a > b for a, b in zip(exact_shape(p), shape)):
-        raise ValueError(f"problems of size {exact_shape(p)} do not fit the bucket {shape}")
+    with the neutral entries of the module docstring, all problems at once: each field's axes
+    and fill value come from its metadata (`problem.ARRAY_FIELDS`)."""
+    if any(a > b for a, b in zip(problem_sizes(p), shape)):
+        raise ValueError(f"problems of size {problem_sizes(p)} do not fit the bucket {shape}")
+    size = dict(zip(SIZE_AXES, shape))
 
-    def vec(x, n, fill):
-        return _pad_axis(np.asarray(x), 1, n, fill)
+    def pad(field):
+        meta = field.metadata
+        x = np.asarray(getattr(p, field.name), meta["dtype"])
+        axes = meta["axes"]
+        width = [(0, 0)] * (x.ndim - len(axes)) + [
+            (0, size[a] - n) for a, n in zip(axes, x.shape[x.ndim - len(axes):])]
+        if not any(w for _, w in width):
+            return x
+        return np.pad(x, width, constant_values=meta["fill"])
 
-    def mat(x, rows, cols):
-        return _pad_axis(_pad_axis(np.asarray(x, np.float64), 1, rows, 0.0), 2, cols, 0.0)
-
-    return Problem(
-        traffic_gb=mat(p.traffic_gb, k, d), weight=vec(p.weight, k, 0.0),
-        compute_s=np.asarray(p.compute_s, np.float64), cost_rate=vec(p.cost_rate, d, 0.0),
-        lo=vec(p.lo, d, 1.0), hi=vec(p.hi, d, np.inf), upper=vec(p.upper, d, 1.0),
-        a_eq=mat(p.a_eq, e, d), b_eq=vec(p.b_eq, e, 0.0),
-        a_in=mat(p.a_in, i, d), b_in=vec(p.b_in, i, 1.0),
-        lo_tight=vec(p.lo_tight, d, True), hi_tight=vec(p.hi_tight, d, False),
-        in_tight=vec(p.in_tight, i, False), interior=vec(p.interior, d, 1.0),
-        min_cost_bw=vec(p.min_cost_bw, d, 1.0),
-        total_bw_gbps=np.asarray(p.total_bw_gbps, np.float64),
-        piece_weight=vec(p.piece_weight, j, 0.0),
-        row_piece=vec(np.asarray(p.row_piece, np.int32), r, 0),
-        row_const_s=vec(p.row_const_s, r, 0.0), row_gb=mat(p.row_gb, r, d),
-        row_nest=mat(p.row_nest, r, j), row_on=vec(p.row_on, r, False),
-        comm_const_s=np.asarray(p.comm_const_s, np.float64), has_cost=False,
-    )
+    return dataclasses.replace(p, has_cost=False, **{f.name: pad(f) for f in ARRAY_FIELDS})
 
 
 def stack(problems: list[Problem]) -> Problem:
@@ -192,11 +168,7 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
         cast = lambda x: x.astype(q.lo.dtype)  # noqa: E731
         lb = ipm.lagrangian_bound(q, cast(o.lam_pair), cast(o.lam_row),
                                   cast(o.lam_lin)[:n_gen], cast(o.nu), c)
-        rate_norm = jnp.sqrt(jnp.sum(q.cost_rate**2))
-        cap_viol = jnp.where(on & (rate_norm > 0), (model.network_cost_usd(bw, q) - c)
-                             / jnp.where(rate_norm > 0, rate_norm, 1.0), 0.0)
-        viol = jnp.maximum(model.max_violation(bw, q), cap_viol)
-        return bw, model.step_time_s(bw, q), lb, viol
+        return bw, model.step_time_s(bw, q), lb, ipm.violation(bw, q, c, on)
 
     with jax.default_matmul_precision("highest"):
         return jax.vmap(one)(p, out, cap, cap_on)
@@ -205,23 +177,6 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
 def compiled_programs() -> int:
     """How many kernel programs (bucket x chunk size x dtype x config) are compiled."""
     return _kernel._cache_size() + _kernel_optax._cache_size() + _evaluate_f64._cache_size()
-
-
-def status_codes(started_inside, finite, gap, rel_viol, gap_tol, viol_tol):
-    """The status rule, elementwise (numpy or jnp): infeasible start, non-finite, ok
-    (certified gap and violation within tolerance), else not converged."""
-    xp = jnp if isinstance(gap, jax.Array) else np
-    return xp.where(~started_inside, int(Status.INFEASIBLE),
-                    xp.where(~finite, int(Status.NONFINITE),
-                             xp.where((gap <= gap_tol) & (rel_viol <= viol_tol),
-                                      int(Status.OK), int(Status.NOT_CONVERGED))))
-
-
-def relative_gap(step, lb):
-    """(step - lb) / lb, +inf where the bound is not positive (numpy)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(lb > 0, np.maximum(step - lb, 0.0) / np.where(lb > 0, lb, 1.0),
-                        np.inf)
 
 
 @dataclasses.dataclass
@@ -295,18 +250,17 @@ def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, sca
     gap = relative_gap(step, lb)
     rel_viol = np.maximum(viol, 0.0) / scale
     finite = finite & np.isfinite(step)
-    codes = status_codes(inside, finite, gap, rel_viol, gap_tol, viol_tol)
-    host = 0
-    if certify_on_host:
-        for i in np.nonzero(codes == int(Status.NOT_CONVERGED))[0]:
-            host += 1
-            cap = float(caps[i]) if np.isfinite(caps[i]) else None
-            bound = tangent_lp_bound(problems_for_host(i), bw[i], cap)[0] * 1e9
-            if np.isfinite(bound) and bound > lb[i]:
-                lb[i] = bound
-                gap[i] = relative_gap(step[i], bound)
-            codes[i] = status_codes(inside[i], finite[i], gap[i], rel_viol[i], gap_tol,
-                                    viol_tol)
+    codes = np.asarray(status_codes(inside, finite, gap, rel_viol, gap_tol, viol_tol))
+    uncertified = np.nonzero(codes == int(Status.NOT_CONVERGED))[0] if certify_on_host else []
+    for i in uncertified:
+        cap = float(caps[i]) if np.isfinite(caps[i]) else None
+        bound = tangent_lp_bound(problems_for_host(i), bw[i], cap)[0] * 1e9
+        if np.isfinite(bound) and bound > lb[i]:
+            lb[i] = bound
+            gap[i] = relative_gap(step[i], bound)
+    if len(uncertified):
+        codes = np.asarray(status_codes(inside, finite, gap, rel_viol, gap_tol, viol_tol))
+    host = len(uncertified)
     status = [STATUS_NAMES[Status(int(c))] for c in codes]
     return step, lb, gap, rel_viol, status, host
 
@@ -444,7 +398,7 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     n = len(problems)
     by_size: dict[tuple, list[int]] = {}
     for idx, q in enumerate(problems):
-        by_size.setdefault(exact_shape(q), []).append(idx)
+        by_size.setdefault(problem_sizes(q), []).append(idx)
     order = [i for idxs in by_size.values() for i in idxs]
     caps = None if caps is None else np.asarray(caps, np.float64)[order]
     groups = [stack([problems[i] for i in idxs]) for idxs in by_size.values()]

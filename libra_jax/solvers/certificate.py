@@ -19,12 +19,69 @@ when x is optimal (the tangent planes touch there). We solve it with scipy's HiG
 re-evaluate the bound from its multipliers in closed form (`bound_from_multipliers`), with the
 box [lo, upper] as the domain, so that a slightly inexact LP solution still yields a valid
 bound. Both steps use float64 numpy on the host.
+
+The status rule (`status_codes`) lives here too: a result is ``ok`` when its certified gap and
+its violation are within tolerance; single solves, batches, the first-order kernel and the
+multi-workload driver all take their status from it.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
+
+from libra_jax.types import Status
+
+GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
+VIOLATION_TOL = 1e-9  # relative constraint violation required for status ok (float64)
+#: (gap, violation) tolerances of status ok by kernel dtype (float32: its rounding).
+TOLERANCES = {np.dtype(np.float64): (GAP_TOL, VIOLATION_TOL),
+              np.dtype(np.float32): (1e-4, 1e-6)}
+
+
+def status_codes(started_inside, finite, gap, rel_viol, gap_tol: float = GAP_TOL,
+                 viol_tol: float = VIOLATION_TOL) -> jax.Array:
+    """The status rule (`types.Status` codes), elementwise, in jnp (inside jit or on the host):
+    INFEASIBLE where the start was not strictly inside, else NONFINITE where a quantity is
+    not finite, else OK where the certified relative gap <= ``gap_tol`` and the relative
+    violation <= ``viol_tol``, else NOT_CONVERGED (a method that certifies nothing passes
+    gap = +inf)."""
+    inside = jnp.asarray(started_inside, bool)
+    finite = jnp.asarray(finite, bool)
+    ok = (jnp.asarray(gap) <= gap_tol) & (jnp.asarray(rel_viol) <= viol_tol)
+    return jnp.where(~inside, int(Status.INFEASIBLE),
+                     jnp.where(~finite, int(Status.NONFINITE),
+                               jnp.where(ok, int(Status.OK), int(Status.NOT_CONVERGED))))
+
+
+def relative_gap(value, lb):
+    """(value - lb) / lb clipped at 0, +inf where the bound is not positive (numpy)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(lb > 0, np.maximum(value - lb, 0.0) / np.where(lb > 0, lb, 1.0),
+                        np.inf)
+
+
+class EpigraphRows(NamedTuple):
+    """Every epigraph row of a problem (`epigraph_rows`)."""
+
+    group: np.ndarray  # [R] int, the epigraph variable the row bounds
+    weight: np.ndarray  # [G] weight of each epigraph variable
+    const: np.ndarray  # [R] constant (s)
+    coef: np.ndarray  # [R, D] coefficient of 1 / bw_d (GB)
+    nest: np.ndarray  # [R, G] coefficient of other groups' variables in the row
+
+
+class TangentLp(NamedTuple):
+    """The tangent-plane LP's bound and multipliers (`tangent_lp_multipliers`)."""
+
+    bound_s: float  # certified lower bound of the optimal step time (s)
+    mu: np.ndarray  # [R] >= 0, stationary epigraph multipliers (rows of `epigraph_rows`)
+    lam: np.ndarray  # [I(+1)] >= 0, unit-norm inequality rows a_in, then the cap
+    nu: np.ndarray  # [E] unit-norm equality rows a_eq
 
 
 def _arrays(p, cap):
@@ -40,10 +97,10 @@ def _arrays(p, cap):
     return a_in, b_in, a_eq, b_eq
 
 
-def epigraph_rows(p):
-    """Every epigraph row as (group [R], group weight [G], constant [R] s, coef [R, D] GB,
-    nest [R, G]): LIBRA's (phase, dimension) pairs (constant 0, one coefficient) first, then
-    the general rows of `problem.ModelRows`; group = the epigraph variable the row bounds,
+def epigraph_rows(p) -> EpigraphRows:
+    """Every epigraph row as `EpigraphRows` (group [R], group weight [G], constant [R] s,
+    coef [R, D] GB, nest [R, G]): LIBRA's (phase, dimension) pairs (constant 0, one
+    coefficient) first, then the general rows of `problem.ModelRows`; group = the epigraph variable the row bounds,
     nest = the coefficients of other groups' variables in the row."""
     t = np.asarray(p.traffic_gb, np.float64)
     k, d = t.shape
@@ -59,14 +116,14 @@ def epigraph_rows(p):
     nest = np.zeros((group.size, weight.size))
     row_nest = np.asarray(p.row_nest, np.float64).reshape(on.size, weight.size - k)[on]
     nest[kk.size:, k:] = row_nest
-    return group, weight, const, coef, nest
+    return EpigraphRows(group, weight, const, coef, nest)
 
 
 def _stationary(mu, group, weight, nest):
     """Rescales row multipliers mu [R] >= 0 so that every epigraph variable's stationarity
     holds exactly: sum_{r in g} mu_r = w_g + sum_r mu_r nest_rg. Groups are rescaled from the
     last down (a row nests only lower groups). Returns None when a group that needs weight
-    has no multiplier."""
+    has no multiplier. (Host numpy twin of the kernel's `ipm.normalised_rows`: see there.)"""
     mu = np.maximum(np.asarray(mu, np.float64), 0.0)
     for g in range(weight.size - 1, -1, -1):
         mine = group == g
@@ -111,7 +168,7 @@ def bound_from_multipliers(p, x, mu, lam, nu, cap=None) -> float:
     return const - lam @ b_in - nu @ b_eq + box
 
 
-def tangent_lp_multipliers(p, x, cap=None) -> dict | None:
+def tangent_lp_multipliers(p, x, cap=None) -> TangentLp | None:
     """The tangent-plane LP at x: the best bound and its multipliers.
 
     Args:
@@ -120,10 +177,8 @@ def tangent_lp_multipliers(p, x, cap=None) -> dict | None:
       cap: optional network cost cap ($), an extra inequality row (the last of ``lam``).
 
     Returns:
-      None when the LP fails, else dict(bound_s, mu [R] >= 0 (one per row of
-      `epigraph_rows`, stationary: the epigraph multipliers), lam [I(+1)] >= 0 (unit-norm
-      inequality rows a_in, then the cap), nu [E] (unit-norm equality rows a_eq)). At an
-      optimal x these are optimal dual multipliers of the problem.
+      None when the LP fails, else `TangentLp`. At an optimal x its multipliers are
+      optimal dual multipliers of the problem.
     """
     a_in, b_in, a_eq, b_eq = _arrays(p, cap)
     x = np.asarray(x, np.float64)
@@ -174,7 +229,7 @@ def tangent_lp_multipliers(p, x, cap=None) -> dict | None:
     lam = np.maximum(z[n_mu:n_mu + n_in], 0.0)
     nu = z[n_mu + n_in:n_mu + n_in + n_eq]
     bound = bound_from_multipliers(p, x, mu, lam, nu, cap)
-    return dict(bound_s=float(bound), mu=mu, lam=lam, nu=nu)
+    return TangentLp(bound_s=float(bound), mu=mu, lam=lam, nu=nu)
 
 
 def tangent_lp_bound(p, x, cap=None):
@@ -191,5 +246,5 @@ def tangent_lp_bound(p, x, cap=None):
         return -np.inf, 0.0
     lam_cap = 0.0
     if cap is not None:
-        lam_cap = max(out["lam"][-1], 0.0) / np.linalg.norm(np.asarray(p.cost_rate))
-    return out["bound_s"], float(lam_cap)
+        lam_cap = max(out.lam[-1], 0.0) / np.linalg.norm(np.asarray(p.cost_rate))
+    return out.bound_s, float(lam_cap)

@@ -42,7 +42,8 @@ import optax
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
-from libra_jax.types import Status, float64
+from libra_jax.solvers.certificate import status_codes
+from libra_jax.types import float64
 
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
@@ -368,6 +369,7 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     )
     finite = (inputs_finite & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
               & jnp.isfinite(viol) & jnp.all(jnp.isfinite(losses)))
-    status = jnp.where(finite, int(Status.NOT_CONVERGED), int(Status.NONFINITE))
+    # The status rule with gap +inf: this method certifies nothing by itself.
+    status = status_codes(True, finite, jnp.inf, jnp.inf)
     return FirstOrderResult(bw=bw, step_s=step, max_violation=viol,
                             status=status.astype(jnp.int32), losses=losses)

@@ -276,7 +276,11 @@ def normalised_rows(p: Problem, lam_row):
     variable: sum_{r in j} mu_r = w_j + sum_r mu_r nest_rj. Without nesting that is one
     rescaling per piece; with nesting the pieces are rescaled from the last down (a piece's
     rows nest only earlier pieces, so its requirement is final when its turn comes).
-    Returns (mu [R], ok): ok is False when a piece that needs weight has no multiplier."""
+    Returns (mu [R], ok): ok is False when a piece that needs weight has no multiplier.
+
+    (`certificate._stationary` is the host twin: numpy over every epigraph group, pairs
+    included; this one runs traced in the vmapped kernel's dtype, where a host call would
+    compile once per problem shape.)"""
     mu = jnp.where(p.row_on, lam_row, 0.0)
     num = p.piece_weight.shape[0]
     if num == 0:
@@ -330,6 +334,15 @@ def lagrangian_bound(p: Problem, lam_pair, lam_row, lam_gen, nu, cap):
     return jnp.where(rows_ok, const + jnp.sum(term) - lam @ h[:n_gen] - nu @ f, -jnp.inf)
 
 
+def violation(bw, p: Problem, cap, cap_on):
+    """Largest violation (GB/s) of the problem's rows and of the cost cap (when ``cap_on``),
+    every row unit-norm."""
+    rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
+    cap_viol = jnp.where(cap_on & (rate_norm > 0), (model.network_cost_usd(bw, p) - cap)
+                         / jnp.where(rate_norm > 0, rate_norm, 1.0), 0.0)
+    return jnp.maximum(model.max_violation(bw, p), cap_viol)
+
+
 def _start(p: Problem, cap, cap_on):
     """Strictly feasible start: the interior point (moved towards the least-cost point when
     the cost cap cuts it off, to halfway between the least cost and the cap), phases and
@@ -344,12 +357,9 @@ def _start(p: Problem, cap, cap_on):
     bw0 = jnp.where(fixed, value, bw0)
     phase = jnp.max(model.dim_times_s(bw0, p), axis=1, initial=0.0)
     tk = jnp.where(phase > 0, 1.5 * phase + 1e-12, 0.0)
-    num = p.piece_weight.shape[0]
 
     def above(vals, _):
-        top = jax.ops.segment_max(jnp.where(p.row_on, vals, -jnp.inf), p.row_piece,
-                                  num_segments=num)
-        top = jnp.where(top == -jnp.inf, 0.0, top)
+        top = model.piece_max(vals, p)
         return top + 0.5 * jnp.abs(top) + 1e-12
 
     tj = jnp.where(_pieces_free(p), 0.0, model.piece_times_s(bw0, p, above))
@@ -577,11 +587,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
                   it=jnp.asarray(0, jnp.int32), ridge=jnp.asarray(0.0, dt), done=~sl0.inside)
     final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
     step_s = model.step_time_s(final.bw, p)
-    rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
-    cap_viol = jnp.where(cap_on & (rate_norm > 0),
-                         (model.network_cost_usd(final.bw, p) - cap)
-                         / jnp.where(rate_norm > 0, rate_norm, 1.0), 0.0)
-    viol = jnp.maximum(model.max_violation(final.bw, p), cap_viol)
+    viol = violation(final.bw, p, cap, cap_on)
     return KernelOutput(
         bw=final.bw, step_s=step_s, lb_s=final.lb, lam_pair=final.lam_pair,
         lam_row=final.lam_row, lam_lin=final.lam_lin, nu=final.nu, iterations=final.it,

@@ -34,22 +34,16 @@ import numpy as np
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
-from libra_jax.solvers.barrier import (
-    BarrierConfig,
-    BarrierData,
-    barrier_minimize,
-    empty_rows,
-)
-from libra_jax.solvers.batch import (
+from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
+from libra_jax.solvers.batch import solve_batch, solve_stacked, stack
+from libra_jax.solvers.certificate import (
     GAP_TOL,
     VIOLATION_TOL,
-    solve_batch,
-    solve_stacked,
-    stack,
+    relative_gap,
     status_codes,
+    tangent_lp_bound,
 )
-from libra_jax.solvers.certificate import tangent_lp_bound
-from libra_jax.solvers.ipm import IpmConfig
+from libra_jax.solvers.ipm import IpmConfig, equality_rows, linear_rows
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
 
 
@@ -85,28 +79,23 @@ class Baseline:
 
 
 def constraint_rows(p: Problem, cap, cap_on):
-    """Inequality and equality rows on bw (before the t columns are appended).
+    """Inequality and equality rows on bw for the barrier method, which (unlike the kernel)
+    does not eliminate fixed dims: the kernel's rows (`ipm.linear_rows`,
+    `ipm.equality_rows`) plus every tight bound as an equality row.
 
     Inequalities: [a_in (non-tight) | cost cap | -bw <= -lo | bw <= hi];
-    equalities:   [a_eq | tight a_in | tight lo | tight hi].
+    equalities:   [a_eq | tight a_in | tight lo | tight hi]. A fixed dim keeps its other
+    bound as an inequality (the barrier's term count, hence its path, depends on it).
     """
     d = p.num_dims
-    eye = jnp.eye(d, dtype=p.lo.dtype)
-    rate_norm = jnp.maximum(jnp.linalg.norm(p.cost_rate), 1e-300)
+    g, h, g_on, _ = linear_rows(p, cap, cap_on)
+    e, f, e_on = equality_rows(p)
     hi_fin = jnp.isfinite(p.hi)
-    hi_val = jnp.where(hi_fin, p.hi, 0.0)
-    g = jnp.concatenate([p.a_in, (p.cost_rate / rate_norm)[None, :], -eye, eye])
-    h = jnp.concatenate([p.b_in, jnp.reshape(cap / rate_norm, (1,)), -p.lo, hi_val])
-    # All-zero rows (batch padding: 0 <= 1) take no part, so that padding changes nothing.
-    g_on = jnp.concatenate(
-        [~p.in_tight & jnp.any(p.a_in != 0, axis=1), jnp.reshape(cap_on, (1,)), ~p.lo_tight,
-         hi_fin & ~p.hi_tight]
-    )
-    e = jnp.concatenate([p.a_eq, p.a_in, eye, eye])
-    f = jnp.concatenate([p.b_eq, p.b_in, p.lo, hi_val])
-    e_on = jnp.concatenate(
-        [jnp.ones(p.b_eq.shape, bool), p.in_tight, p.lo_tight, p.hi_tight & hi_fin]
-    )
+    g_on = jnp.concatenate([g_on[:-2 * d], ~p.lo_tight, hi_fin & ~p.hi_tight])
+    eye = jnp.eye(d, dtype=p.lo.dtype)
+    e = jnp.concatenate([e, eye, eye])
+    f = jnp.concatenate([f, p.lo, jnp.where(hi_fin, p.hi, 0.0)])
+    e_on = jnp.concatenate([e_on, p.lo_tight, p.hi_tight & hi_fin])
     return g, h, g_on, e, f, e_on
 
 
@@ -117,28 +106,27 @@ def project_affine(x, e, f, e_on):
     return x - jnp.linalg.pinv(e) @ r
 
 
-def status_of(finite, gap, rel_viol, started_inside=True) -> Status:
-    """ok means certified: finite, gap <= GAP_TOL and violation <= VIOLATION_TOL (the rule of
-    `batch.status_codes`)."""
-    gap = np.inf if gap is None else gap
-    return Status(int(status_codes(np.asarray(started_inside), np.asarray(finite),
-                                   np.asarray(gap), np.asarray(rel_viol), GAP_TOL,
-                                   VIOLATION_TOL)))
-
-
 def violation_scale(p: Problem) -> float:
     """Total bandwidth used to make violations relative."""
     return float(max(np.sum(np.asarray(p.upper)), 1e-300))
 
 
+def design_metrics(p: Problem, bw) -> tuple[float, float, float | None]:
+    """(step time ns, communication time ns, network cost $ or None without a cost model)
+    of the bandwidths ``bw`` [D] on problem ``p`` (host floats)."""
+    bw = jnp.asarray(bw)
+    step = float(model.step_time_s(bw, p)) * 1e9
+    comm = float(model.comm_time_s(bw, p)) * 1e9
+    cost = float(model.network_cost_usd(bw, p)) if p.has_cost else None
+    return step, comm, cost
+
+
 def _result(p, objective, status, bw, gap, lb, rel_viol, seconds) -> SolveResult:
     bw = np.asarray(bw, np.float64)
-    step = float(model.step_time_s(jnp.asarray(bw), p)) * 1e9
-    comm = float(model.comm_time_s(jnp.asarray(bw), p)) * 1e9
-    cost = float(model.network_cost_usd(jnp.asarray(bw), p)) if p.has_cost else None
+    step, comm, cost = design_metrics(p, bw)
     return SolveResult(
         objective=objective,
-        status=STATUS_NAMES[status],
+        status=status,
         bandwidth_gbps=bw,
         step_time_ns=step,
         comm_time_ns=comm,
@@ -153,9 +141,9 @@ def _result(p, objective, status, bw, gap, lb, rel_viol, seconds) -> SolveResult
 
 def result_from_batch(p: Problem, out, i: int, seconds: float = float("nan")) -> SolveResult:
     """The `SolveResult` of problem ``p``, entry ``i`` of a `batch.BatchResult` (perf)."""
-    status = next(code for code, name in STATUS_NAMES.items() if name == out.status[i])
-    return _result(p, "perf", status, out.bandwidth_gbps[i], float(out.optimality_gap[i]),
-                   float(out.lower_bound_ns[i]), float(out.max_violation[i]), seconds)
+    return _result(p, "perf", out.status[i], out.bandwidth_gbps[i],
+                   float(out.optimality_gap[i]), float(out.lower_bound_ns[i]),
+                   float(out.max_violation[i]), seconds)
 
 
 @float64
@@ -282,9 +270,10 @@ def _upper_envelope(slope: np.ndarray, icpt: np.ndarray) -> list[int]:
 
 def _pc_result(p, best, lb_total, finite, start):
     prod, bw, viol = best
-    gap = max(prod - lb_total, 0.0) / lb_total if lb_total > 0 else float("inf")
+    gap = float(relative_gap(prod, lb_total))
     rel_viol = max(viol, 0.0) / violation_scale(p)
-    status = status_of(finite, gap, rel_viol)
+    status = STATUS_NAMES[Status(int(status_codes(True, finite, gap, rel_viol, GAP_TOL,
+                                                  VIOLATION_TOL)))]
     return _result(p, "perf_per_cost", status, bw, gap, lb_total * 1e9, rel_viol,
                    time.perf_counter() - start)
 
@@ -303,7 +292,7 @@ def _project_jit(p: Problem, target, config=BarrierConfig()):
     g, h, g_on, e, f, e_on = constraint_rows(p, 0.0, False)
     data = BarrierData(g=g, h=h, g_on=g_on, e=e, f=f, e_on=e_on,
                        epi_traffic=jnp.zeros((0, d), g.dtype),
-                       epi_on=jnp.zeros((0, d), bool), **empty_rows(d, g.dtype))
+                       epi_on=jnp.zeros((0, d), bool))
     z0 = project_affine(p.interior, e, f, e_on)
     res = barrier_minimize(_dist_obj, target, z0, data, config)
     lin = jnp.where(g_on, h - g @ res.z, jnp.inf)
@@ -339,9 +328,7 @@ def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline
         bw = _polish_projection(p, target, np.asarray(x), lin, g, h, e, f, e_on)
     else:
         bw = target
-    step = float(model.step_time_s(jnp.asarray(bw), p)) * 1e9
-    comm = float(model.comm_time_s(jnp.asarray(bw), p)) * 1e9
-    cost = float(model.network_cost_usd(jnp.asarray(bw), p)) if p.has_cost else None
+    step, comm, cost = design_metrics(p, bw)
     return Baseline(
         bandwidth_gbps=np.asarray(bw, np.float64), step_time_ns=step, comm_time_ns=comm,
         network_cost_usd=cost, time_x_cost=None if cost is None else step * cost,

@@ -37,9 +37,8 @@ from libra_jax.inputs.generators import (
 )
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.memory import MemoryEstimate, transformer_memory
-from libra_jax.model.problem import Problem
+from libra_jax.model.problem import Problem, merge_weighted_phases
 from libra_jax.solvers.batch import solve_batch
-from libra_jax.studies.multi import merge_weighted_phases
 from libra_jax.types import Collective, LibraInputError
 
 

@@ -37,23 +37,25 @@ import dataclasses
 import functools
 import math
 import time
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from libra_jax.model import objective as model
-from libra_jax.model.problem import ConstraintSpec, Problem, problem_from_arrays
-from libra_jax.solvers import solve as solve_mod
-from libra_jax.solvers.barrier import (
-    BarrierConfig,
-    BarrierData,
-    barrier_minimize,
-    empty_rows,
+from libra_jax.model.problem import (
+    ConstraintSpec,
+    Problem,
+    float_vector,
+    merge_weighted_phases,
+    problem_from_arrays,
 )
+from libra_jax.solvers import solve as solve_mod
+from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
 from libra_jax.solvers.batch import solve_batch
-from libra_jax.types import STATUS_NAMES, LibraInputError, float64
+from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
 
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
 OBJECTIVE_UNITS = {"sum_time": "ns", "sum_time_x_cost": "ns*$", "worst_slowdown": "x"}
@@ -88,7 +90,7 @@ class MultiResult:
     """Result of `solve_multi` (host side)."""
 
     objective: str  # one of MULTI_OBJECTIVES
-    status: str  # "ok" when certified (gap <= solve.GAP_TOL, violation small, own optima ok)
+    status: str  # "ok" when certified (`certificate.status_codes`; own optima ok too)
     bandwidth_gbps: np.ndarray  # [D] the shared design
     objective_value: float  # ns (sum_time), ns*$ (sum_time_x_cost), ratio (worst_slowdown)
     lower_bound: float | None  # certified lower bound of objective_value (same unit)
@@ -110,26 +112,16 @@ class MultiResult:
 
 def check_weights(weights, n: int, field: str = "weights") -> np.ndarray:
     """[n] float64 weights (None -> ones); raises on a wrong length or a bad value."""
-    if weights is None:
-        return np.ones(n, np.float64)
-    weights = list(weights)
-    if len(weights) != n:
+    out = float_vector(weights, n, field, 1.0,
+                       f"there are {n} workloads (give one weight per workload, or null for "
+                       "all 1)")
+    bad = np.flatnonzero(~((out >= 0) & (out < math.inf)))
+    if bad.size:
+        i = int(bad[0])
         raise LibraInputError(
-            f"{field} = {weights}: has {len(weights)} entries but there are {n} workloads "
-            "(give one weight per workload, or null for all 1)."
-        )
-    out = np.empty(n, np.float64)
-    for i, v in enumerate(weights):
-        try:
-            out[i] = float(v)
-        except (TypeError, ValueError):
-            raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.") from None
-        if not math.isfinite(out[i]) or out[i] < 0:
-            raise LibraInputError(
-                f"{field}[{i}] = {v!r}: a weight must be a finite number >= 0."
-            )
+            f"{field}[{i}] = {list(weights)[i]!r}: a weight must be a finite number >= 0.")
     if not np.any(out > 0):
-        raise LibraInputError(f"{field} = {weights}: at least one weight must be > 0.")
+        raise LibraInputError(f"{field} = {list(weights)}: at least one weight must be > 0.")
     return out
 
 
@@ -152,31 +144,6 @@ def check_same_network(problems: Sequence[Problem]) -> None:
                     f"workloads[{i}]: its constraints ({name}) differ from workloads[0]'s; "
                     "all workloads must share the network and its constraints."
                 )
-
-
-def merge_weighted_phases(traffic: np.ndarray, weight: np.ndarray):
-    """Drops phases without traffic or weight and merges identical rows, summing weights.
-
-    Returns (unique [K, D], weight [K], index [N]) in first-appearance order; ``index`` maps
-    each input row to its merged row (-1 for a dropped row).
-    """
-    traffic = np.asarray(traffic, np.float64)
-    weight = np.asarray(weight, np.float64)
-    keep = (traffic > 0).any(axis=1) & (weight > 0)
-    index = np.full(traffic.shape[0], -1, np.int64)
-    if not keep.any():
-        return np.zeros((0, traffic.shape[1])), np.zeros((0,)), index
-    uniq, first, inv = np.unique(
-        traffic[keep], axis=0, return_index=True, return_inverse=True
-    )
-    inv = np.asarray(inv).reshape(-1)
-    order = np.argsort(first)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    merged_w = np.zeros(len(uniq))
-    np.add.at(merged_w, rank[inv], weight[keep])
-    index[keep] = rank[inv]
-    return uniq[order], merged_w, index
 
 
 def weighted_arrays(problems: Sequence[Problem], weights) -> tuple[np.ndarray, np.ndarray, float]:
@@ -217,6 +184,29 @@ def merge_problems(
 # Worst-case slowdown
 
 
+class _SlowdownKernel(NamedTuple):
+    """The barrier solve of the worst slowdown (`_slowdown_jit`)."""
+
+    bw: jax.Array  # [D]
+    s: jax.Array  # [] the epigraph variable of the worst slowdown
+    theta: jax.Array  # [N] multipliers of the workload rows
+    finite: jax.Array  # [] bool
+    started_inside: jax.Array  # [] bool
+    centred: jax.Array  # [] bool
+
+
+class WorstSlowdown(NamedTuple):
+    """`worst_slowdown`'s design and certificate (host side)."""
+
+    bw: np.ndarray  # [D] GB/s
+    value: float  # max_i step_i / own_i
+    lower_bound: float  # certified lower bound of the optimal value (-inf for none)
+    gap: float  # (value - lower_bound) / lower_bound (+inf for none)
+    finite: bool
+    started_inside: bool
+    theta: np.ndarray  # [N] normalised workload multipliers
+
+
 @functools.partial(jax.jit, static_argnames="config")
 def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig()):
     """Epigraph barrier solve over z = (bw [D], s, t [K]); see the module docstring."""
@@ -236,7 +226,7 @@ def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig(
     e_all = jnp.concatenate([e, jnp.zeros((e.shape[0], 1 + k), dt)], axis=1)
     epi = jnp.concatenate([traffic, jnp.zeros((k, 1), dt)], axis=1)
     data = BarrierData(g=g_all, h=h_all, g_on=g_on_all, e=e_all, f=f, e_on=e_on,
-                       epi_traffic=epi, epi_on=epi > 0, **empty_rows(d + 1, dt))
+                       epi_traffic=epi, epi_on=epi > 0)
     bw0 = solve_mod.project_affine(p.interior, e, f, e_on)
     used = traffic > 0
     times = jnp.where(used, traffic / jnp.where(used, bw0[None, :], 1.0), 0.0)
@@ -249,8 +239,8 @@ def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig(
 
     res = barrier_minimize(obj, jnp.zeros((), dt), z0, data, config)
     theta = res.lam[m:]
-    return dict(bw=res.z[:d], s=res.z[d], theta=theta, finite=res.finite,
-                started_inside=res.started_inside, centred=res.centred)
+    return _SlowdownKernel(bw=res.z[:d], s=res.z[d], theta=theta, finite=res.finite,
+                           started_inside=res.started_inside, centred=res.centred)
 
 
 def _slowdowns(bw, problems, own_s) -> np.ndarray:
@@ -264,7 +254,7 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
     """Minimises max_i step_i(bw) / own_s[i] with a certified lower bound.
 
     Returns:
-      dict(bw [D], value, lower_bound, gap, finite, started_inside, theta [N]).
+      `WorstSlowdown`.
     """
     own_s = np.asarray(own_s, np.float64)
     d = problems[0].num_dims
@@ -280,10 +270,10 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
         problems[0], jnp.asarray(traffic.reshape(-1, d)), jnp.asarray(wmat),
         jnp.asarray(compute), jnp.asarray(own_s), config,
     ))
-    bw = np.asarray(out["bw"], np.float64)
-    finite = bool(out["finite"]) and bool(np.all(np.isfinite(bw)))
+    bw = np.asarray(out.bw, np.float64)
+    finite = bool(out.finite) and bool(np.all(np.isfinite(bw)))
     value = float(np.max(_slowdowns(bw, problems, own_s))) if finite else math.inf
-    theta = np.maximum(np.asarray(out["theta"], np.float64), 0.0)
+    theta = np.maximum(np.asarray(out.theta, np.float64), 0.0)
     lb, gap = -math.inf, math.inf
     if finite and np.all(np.isfinite(theta)) and theta.sum() > 0:
         theta = theta / theta.sum()
@@ -298,12 +288,11 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
         if np.all(np.isfinite(bw_alt)):
             alt = float(np.max(_slowdowns(bw_alt, problems, own_s)))
             viol = float(model.max_violation(jnp.asarray(bw_alt), problems[0]))
-            if alt < value and viol <= solve_mod.VIOLATION_TOL * solve_mod.violation_scale(problems[0]):
+            if alt < value and viol <= VIOLATION_TOL * solve_mod.violation_scale(problems[0]):
                 bw, value = bw_alt, alt
-        if lb > 0:
-            gap = max(value - lb, 0.0) / lb
-    return dict(bw=bw, value=value, lower_bound=lb, gap=gap, finite=finite,
-                started_inside=bool(out["started_inside"]), theta=theta)
+        gap = float(relative_gap(value, lb))
+    return WorstSlowdown(bw=bw, value=value, lower_bound=lb, gap=gap, finite=finite,
+                         started_inside=bool(out.started_inside), theta=theta)
 
 
 # ----------------------------------------------------------------------------------------
@@ -360,15 +349,19 @@ def solve_multi(
         r = solve_mod.solve(merged, "perf" if objective == "sum_time" else "perf_per_cost")
         bw = np.asarray(r.bandwidth_gbps, np.float64)
         value = r.step_time_ns if objective == "sum_time" else r.time_x_cost
-        lb, gap, status, viol = r.lower_bound, r.optimality_gap, r.status, r.max_violation
+        lb, gap, viol = r.lower_bound, r.optimality_gap, r.max_violation
+        inside = r.status != STATUS_NAMES[Status.INFEASIBLE]
+        finite = r.status != STATUS_NAMES[Status.NONFINITE]
     else:
         out = worst_slowdown(problems, own_s, cost_rates_usd_per_gbps, spec, config)
-        bw, value, lb, gap = out["bw"], out["value"], out["lower_bound"], out["gap"]
+        bw, value, lb, gap = out.bw, out.value, out.lower_bound, out.gap
         viol = max(float(model.max_violation(jnp.asarray(bw), merged)), 0.0) / scale
-        st = solve_mod.status_of(out["finite"], gap, viol, out["started_inside"])
-        status = STATUS_NAMES[st]
-    if status == "ok" and any(r.status != "ok" for r in own):
-        status = "not converged"  # an own optimum (hence a slowdown) is not certified
+        inside, finite = out.started_inside, out.finite
+    # An own optimum that is not certified leaves the slowdowns (hence the design) uncertified:
+    # its gap counts as unknown.
+    own_ok = all(r.status == STATUS_NAMES[Status.OK] for r in own)
+    status = STATUS_NAMES[Status(int(status_codes(
+        inside, finite, gap if own_ok and gap is not None else math.inf, viol)))]
 
     base = solve_mod.equal_split(merged, config)
     outcomes = []
@@ -382,9 +375,7 @@ def solve_multi(
             own_status=r.status, own_optimality_gap=r.optimality_gap,
             own_bandwidth_gbps=np.asarray(r.bandwidth_gbps),
         ))
-    step = float(model.step_time_s(jnp.asarray(bw), merged)) * 1e9
-    comm = float(model.comm_time_s(jnp.asarray(bw), merged)) * 1e9
-    cost = float(model.network_cost_usd(jnp.asarray(bw), merged)) if merged.has_cost else None
+    step, comm, cost = solve_mod.design_metrics(merged, bw)
     if objective == "sum_time":
         base_value = base.step_time_ns
     elif objective == "sum_time_x_cost":
