@@ -18,13 +18,17 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import numpy as np
 import pytest
 from test_solve_random import build, make_case
 
-from libra_jax.model.problem import problems_from_stacked
+from libra_jax.model import problem
+from libra_jax.model.problem import ConstraintSpec, ModelRows, problems_from_stacked
 from libra_jax.solvers import batch as B
+from libra_jax.solvers.certificate import status_codes
 from libra_jax.solvers.solve import solve
+from libra_jax.types import Status
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -81,6 +85,7 @@ def shard_proc(tmp_path_factory):
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    proc.stdout.close()  # (left open when the sharding test is deselected)
 
 
 # --------------------------------------------------------------------------- the big batch
@@ -198,6 +203,49 @@ def test_padding_never_changes_a_result(mixed):
         np.testing.assert_allclose(out.bandwidth_gbps[j][:d], res.bandwidth_gbps[i], rtol=0,
                                    atol=1e-6 * _total(probs[i]), err_msg=msg)
         np.testing.assert_array_equal(out.bandwidth_gbps[j][d:], 1.0)
+
+
+def test_every_field_is_padded_to_the_bucket_by_its_metadata():
+    # A problem with general rows (J, R > 0), a linear row (I) and a total (E), padded to a
+    # bucket larger on every axis: each array field takes the sizes its metadata names.
+    rows = ModelRows(weight=np.array([1.0, 2.0]), piece=np.array([0, 0, 1]),
+                     const_s=np.array([1e-6, 0.0, 2e-6]), coef_gb=np.ones((3, 3)),
+                     nest=np.array([[0.0, 0.0], [0.0, 0.0], [0.5, 0.0]]))
+    p = problem.problem_from_arrays(
+        np.array([[1.0, 2.0, 0.0]]), np.ones(1), 0.1, None,
+        ConstraintSpec(total_bw_gbps=10.0, linear=["bw[0] >= bw[1]"]), rows=rows)
+    stacked = B.stack([p, p])
+    shape = tuple(2 * n + 1 for n in problem.problem_sizes(stacked))
+    padded = B.pad_stacked(stacked, shape)
+    assert problem.problem_sizes(padded) == shape
+    size = dict(zip(problem.SIZE_AXES, shape))
+    static = [f.name for f in dataclasses.fields(problem.Problem) if f.metadata.get("static")]
+    assert {f.name for f in problem.ARRAY_FIELDS} | set(static) == {
+        f.name for f in dataclasses.fields(problem.Problem)}
+    for f in problem.ARRAY_FIELDS:
+        x, meta = getattr(padded, f.name), f.metadata
+        assert x.shape == (2,) + tuple(size[a] for a in meta["axes"]), f.name
+        assert x.dtype == meta["dtype"], f.name
+        before = np.asarray(getattr(stacked, f.name))
+        np.testing.assert_array_equal(x[tuple(slice(n) for n in before.shape)], before)
+        # What the padding added holds the field's neutral value.
+        added = np.ones(x.shape, bool)
+        added[tuple(slice(n) for n in before.shape)] = False
+        assert np.all(x[added] == meta["fill"]), f.name
+
+
+def test_status_rule_table_eager_and_jitted():
+    inside = np.array([False, False, True, True, True, True])
+    finite = np.array([True, False, False, True, True, True])
+    gap = np.array([0.0, 0.0, 0.0, 1e-7, 1e-5, 1e-7])
+    viol = np.array([0.0, 0.0, 0.0, 1e-10, 0.0, 1e-8])
+    want = [Status.INFEASIBLE, Status.INFEASIBLE, Status.NONFINITE, Status.OK,
+            Status.NOT_CONVERGED, Status.NOT_CONVERGED]
+    with jax.enable_x64(True):
+        eager = np.asarray(status_codes(inside, finite, gap, viol))
+        jitted = np.asarray(jax.jit(status_codes)(inside, finite, gap, viol))
+    np.testing.assert_array_equal(eager, [int(s) for s in want])
+    np.testing.assert_array_equal(jitted, eager)
 
 
 def _padded(p, shape):
