@@ -134,7 +134,7 @@ class CostModelConfig:
 class WorkloadConfig:
     """Training workload: ASTRA-sim 1.0 text (+ communicator YAML) or native YAML, or generated
     from a model description (``generator`` + the ``model`` / ``parallel`` / ``npu`` blocks,
-    whose keys libra_jax/generators.py defines and checks; presets in ``conf/dnn/``)."""
+    whose keys libra_jax/inputs/generators.py defines and checks; presets in ``conf/dnn/``)."""
 
     file: Optional[str] = None
     communicator_file: Optional[str] = None
@@ -174,7 +174,7 @@ class SolverConfig:
 
 @dataclasses.dataclass
 class CosearchConfig:
-    """Mapping co-search (libra_jax/cosearch.py): which TP / PP / DP placements to try."""
+    """Mapping co-search (libra_jax/studies/cosearch.py): which TP / PP / DP placements to try."""
 
     enabled: bool = False
     tp: Optional[int] = None  # fixed degree, or null: every divisor (TP * PP * DP = NPUs)
@@ -186,7 +186,7 @@ class CosearchConfig:
 
 @dataclasses.dataclass
 class SystemConfig:
-    """Collective execution (``model=pipelined`` only; libra_jax/pipelined.py)."""
+    """Collective execution (``model=pipelined`` only; libra_jax/model/pipelined.py)."""
 
     chunks: Optional[Any] = None  # chunks per collective (null = 1), or a list to search
     endpoint_delay_ns: float = 0.0  # fixed cost per message at the endpoint, ns
@@ -204,12 +204,12 @@ class LibraConfig:
     constraints: ConstraintsConfig = dataclasses.field(default_factory=ConstraintsConfig)
     objective: Objective = Objective.perf
     solver: SolverConfig = dataclasses.field(default_factory=SolverConfig)
-    # Multi-workload runs (libra_jax/multi.py): several workloads share one network.
+    # Multi-workload runs (libra_jax/studies/multi.py): several workloads share one network.
     workloads: Optional[List[WorkloadEntryConfig]] = None  # set -> workload.file must be null
     weights: Optional[List[float]] = None  # [N] >= 0, one per workload; null -> all 1
     multi_objective: MultiObjective = MultiObjective.sum_time
     cosearch: CosearchConfig = dataclasses.field(default_factory=CosearchConfig)
-    # Step-time model beyond LIBRA's (libra_jax/timing.py); the defaults are LIBRA's.
+    # Step-time model beyond LIBRA's (libra_jax/model/timing.py); the defaults are LIBRA's.
     model: TimeModel = TimeModel.libra  # pipelined: latency- and chunk-aware (ASTRA-sim)
     schedule: Schedule = Schedule.pipelined  # order across dimensions (model=pipelined)
     training_loop: TrainingLoop = TrainingLoop.no_overlap

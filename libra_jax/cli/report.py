@@ -334,7 +334,7 @@ def format_table(
 
 
 # --------------------------------------------------------------------------------------------
-# Multi-workload runs (libra_jax/multi.py)
+# Multi-workload runs (libra_jax/studies/multi.py)
 # --------------------------------------------------------------------------------------------
 
 #: Keys a multi-workload ``result.json`` adds after :data:`RESULT_KEYS`.
