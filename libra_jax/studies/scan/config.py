@@ -29,6 +29,13 @@ class Format(str, enum.Enum):
     csv = "csv"
 
 
+class Mapping(str, enum.Enum):
+    """How a workload's TP and DP groups sit on each shape (`space.workload_placements`)."""
+
+    fixed = "fixed"  # TP fills dims from the innermost outward, DP the rest (one per shape)
+    search = "search"  # every TP x DP placement of the co-search (a design per placement)
+
+
 class RankBy(str, enum.Enum):
     """Column the top-k table ranks by (lower is better)."""
 
@@ -59,6 +66,7 @@ class ScanWorkloadConfig:
     name: Optional[str] = None  # default: file stem
     tp: int = 1  # tensor-parallel degree: Forward / InputGrad communicator size
     dp: Optional[int] = None  # data-parallel degree: WeightGrad; null -> npus / tp
+    mapping: Mapping = Mapping.fixed  # fixed | search: also scan where TP and DP sit
 
 
 @dataclasses.dataclass

@@ -26,7 +26,8 @@ from libra_jax.studies.scan.config import Format
 from libra_jax.types import LibraInputError
 
 COLUMNS = (
-    "design_id", "workload", "notation", "dims", "blocks", "tiers", "npus", "budget_gbps",
+    "design_id", "workload", "notation", "dims", "blocks", "tiers", "mapping", "npus",
+    "budget_gbps",
     "bandwidth_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "optimality_gap",
     "max_violation", "status",
 )

@@ -3,39 +3,63 @@
 Problems are built with the model's vectorised builder (`problem.problems_from_stacked`), one
 call per group of equal sizes (D dims, K phases), so the chunk's problems never go through a
 Python loop over `Problem` fields. With ``dedup`` the chunk solves each distinct (shape,
-workload, budget) once, without prices: the optimal bandwidths of the `perf` problem do not
-depend on the blocks or cost tiers, which only price the result.
+workload, mapping, budget) once, without prices: the optimal bandwidths of the `perf` problem
+do not depend on the blocks or cost tiers, which only price the result. The dedup keys live
+for one chunk only, so nothing grows with the number of designs scanned.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 from libra_jax.inputs.cost import cost_rates_usd_per_gbps
-from libra_jax.inputs.generators import parallel_communicators
+from libra_jax.inputs.generators import Placement
 from libra_jax.inputs.topology import Network
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.problem import Problem, merge_phases, problems_from_stacked
 from libra_jax.solvers import batch
-from libra_jax.studies.scan.space import Design, ScanSpace, ScanWorkload
+from libra_jax.studies.scan.space import (
+    Design,
+    ScanSpace,
+    ScanWorkload,
+    fixed_placement,
+)
 from libra_jax.types import LibraInputError
 
 
 def design_traffic(
-    w: ScanWorkload, shape: tuple[int, ...]
+    w: ScanWorkload, shape: tuple[int, ...], mapping: Placement | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Merged traffic (traffic_gb [K, D], weight [K]) of a workload on a shape.
 
+    Forward and InputGrad use the TP group, WeightGrad the DP group, each on the dims (and
+    shares of dims) the mapping gives it.
+
+    Args:
+      w: the workload.
+      shape: [D] NPUs per dimension.
+      mapping: where TP and DP sit (pp all 1); None: the fixed mapping (`fixed_placement`).
+
     Raises:
-      LibraInputError: the TP group does not fit the shape.
+      LibraInputError: the TP group does not fit the shape, or the mapping does not match
+        the shape and the workload's TP degree.
     """
-    comms = parallel_communicators(shape, w.tp)
-    if comms is None:
-        raise LibraInputError(f"tp = {w.tp} cannot be laid on the shape {list(shape)}.")
-    tp_comm, dp_comm = comms
+    if mapping is None:
+        mapping = fixed_placement(shape, w.tp)
+        if mapping is None:
+            raise LibraInputError(f"tp = {w.tp} cannot be laid on the shape {list(shape)}.")
+    elif (len(mapping.tp) != len(shape) or math.prod(mapping.tp) != w.tp
+          or any(t * p * d != n for t, p, d, n in zip(mapping.tp, mapping.pp, mapping.dp, shape))
+          or math.prod(mapping.pp) != 1):
+        raise LibraInputError(
+            f"mapping = {mapping} of workload {w.name!r} (tp = {w.tp}) does not fit the shape "
+            f"{list(shape)}: need tp_d * dp_d == n_d, pp all 1 and prod tp_d == tp."
+        )
+    tp_comm, dp_comm = Placement.comm(mapping.tp), Placement.comm(mapping.dp)
     rows = np.array([tp_comm, tp_comm, dp_comm], np.int32)  # Forward, InputGrad, WeightGrad
     comm = np.broadcast_to(rows[None], (w.collective.shape[0], 3, len(shape)))
     traffic = np.asarray(
@@ -45,19 +69,34 @@ def design_traffic(
 
 
 class ChunkBuilder:
-    """Traffic and network prices of designs, with small caches (designs come shape-major)."""
+    """Traffic, mappings and network prices of designs, with caches of bounded size (designs
+    come shape-major, so a cache that is cleared when full keeps the entries in use)."""
 
     def __init__(self, space: ScanSpace):
         self.space = space
         self._traffic: dict = {}
         self._nets: dict = {}
 
-    def traffic(self, shape: tuple[int, ...], wi: int) -> tuple[np.ndarray, np.ndarray]:
-        key = (shape, wi)
+    def mapping(self, design: Design) -> Placement:
+        """The design's TP/DP placement (its own, or its workload's fixed mapping)."""
+        if design.mapping is not None:
+            return design.mapping
+        w = self.space.workloads[design.workload]
+        p = fixed_placement(design.shape, w.tp)
+        if p is None:
+            raise LibraInputError(f"tp = {w.tp} cannot be laid on the shape "
+                                  f"{list(design.shape)}.")
+        return p
+
+    def traffic(self, design: Design) -> tuple[np.ndarray, np.ndarray]:
+        """(traffic_gb [K, D], weight [K]) of the design's (shape, workload, mapping)."""
+        mapping = self.mapping(design)
+        key = (design.shape, design.workload, mapping)
         if key not in self._traffic:
             if len(self._traffic) > 1024:
                 self._traffic.clear()
-            self._traffic[key] = design_traffic(self.space.workloads[wi], shape)
+            self._traffic[key] = design_traffic(self.space.workloads[design.workload],
+                                                design.shape, mapping)
         return self._traffic[key]
 
     def network(self, design: Design) -> tuple[Network, np.ndarray]:
@@ -85,14 +124,14 @@ class ChunkBuilder:
         """
         groups: dict = {}
         for i, x in enumerate(designs):
-            t, _ = self.traffic(x.shape, x.workload)
+            t, _ = self.traffic(x)
             groups.setdefault(t.shape, []).append(i)
         batches = []
         position = np.empty(len(designs), np.int64)
         start = 0
         for idx in groups.values():
             members = [designs[i] for i in idx]
-            traffic = [self.traffic(x.shape, x.workload) for x in members]
+            traffic = [self.traffic(x) for x in members]
             batches.append(problems_from_stacked(
                 np.stack([t for t, _ in traffic]),
                 np.stack([w for _, w in traffic]),
@@ -123,7 +162,8 @@ def solve_designs(
     Args:
       designs: the chunk.
       space: its space.
-      dedup: solve each distinct (shape, workload, budget) once (module docstring).
+      dedup: solve each distinct (shape, workload, mapping, budget) once (module
+        docstring).
       solve_chunk: most problems per device call (`batch.solve_stacked`'s ``chunk``).
       dtype: the kernel's precision, "float64" or "float32".
       solver: `batch.solve_stacked`-compatible function, called once per chunk with the list
@@ -136,12 +176,14 @@ def solve_designs(
     timings = {} if timings is None else timings
     t0 = time.perf_counter()
     nets = [builder.network(x) for x in designs]
+    mappings = [builder.mapping(x) for x in designs]
     if dedup:
         keys: dict = {}
         unique: list[Design] = []
         which = np.empty(len(designs), np.int64)
         for i, x in enumerate(designs):
-            which[i] = keys.setdefault((x.shape, x.workload, x.budget_gbps), len(unique))
+            key = (x.shape, x.workload, mappings[i], x.budget_gbps)
+            which[i] = keys.setdefault(key, len(unique))
             if which[i] == len(unique):
                 unique.append(x)
         batches, position = builder.problems(unique, None)  # bw does not depend on prices
@@ -152,7 +194,7 @@ def solve_designs(
     res = solver(batches, chunk=solve_chunk, dtype=np.dtype(dtype))
     t2 = time.perf_counter()
     rows = []
-    for x, (net, rates), j in zip(designs, nets, which):
+    for x, (net, rates), mapping, j in zip(designs, nets, mappings, which):
         bw = np.asarray(res.bandwidth_gbps[j], np.float64)
         step = float(res.step_time_ns[j])
         cost = float(rates @ bw)
@@ -163,6 +205,7 @@ def solve_designs(
             "dims": "x".join(str(n) for n in x.shape),
             "blocks": "-".join(x.blocks),
             "tiers": "-".join(x.tiers),
+            "mapping": mapping.describe(x.blocks),
             "npus": space.npus,
             "budget_gbps": x.budget_gbps,
             "bandwidth_gbps": bw.tolist(),

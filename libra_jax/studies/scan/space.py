@@ -1,9 +1,21 @@
 """The design space: validated config -> a lazy, fixed-order enumeration of designs.
 
-A design is (shape, blocks, cost tiers, budget, workload); see `libra_jax.studies.scan` for
-the space. `iter_designs` yields them in one order that never changes for a given space (D,
-shape, workload, budget, tiers, blocks), which is what chunk files and resuming rely on;
-designs that cannot be built are counted, not yielded (`new_skip_counts`).
+A design is (shape, blocks, cost tiers, budget, workload, mapping); see
+`libra_jax.studies.scan` for the space. `iter_designs` yields them in one order that never
+changes for a given space (D, shape, workload, mapping, budget, tiers, blocks), which is what
+chunk files and resuming rely on; designs that cannot be built are counted, not yielded
+(`count_designs`, `new_skip_counts`).
+
+The mapping is where a workload's TP and DP groups sit on the shape: by default the fixed
+one (TP from the innermost dim outward, one per shape); with ``workloads[i].mapping: search``
+every placement of the co-search (`cosearch.enumerate_placements` with PP 1: per dim
+n_d = tp_d * dp_d, prod tp_d = TP). The text workloads fix the TP and DP degrees (their
+collective sizes depend on them), so only the placement varies.
+
+Counting and jumping are arithmetic, not enumeration: the designs of one (shape, workload,
+mapping) are budgets x sum over tier options of the valid block tuples, whatever the shape,
+so `count_designs` and ``iter_designs(space, start, stop)`` walk the shapes (thousands) and
+never the designs before ``start`` (10^8 and more).
 """
 
 from __future__ import annotations
@@ -20,11 +32,17 @@ from typing import NamedTuple
 import numpy as np
 
 from libra_jax.inputs.cost import CostModel, load_cost_model
-from libra_jax.inputs.generators import parallel_communicators
+from libra_jax.inputs.generators import Placement, parallel_communicators
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import network_from_lists
 from libra_jax.inputs.workload import load_workload
-from libra_jax.studies.scan.config import ScanConfig, ScanWorkloadConfig
+from libra_jax.studies.cosearch import enumerate_placements, placement_from_communicator
+from libra_jax.studies.scan.config import (
+    Mapping,
+    ScanConfig,
+    ScanWorkloadConfig,
+    choice,
+)
 from libra_jax.types import BLOCK_ABBREV, BLOCKS, LibraInputError
 
 
@@ -62,6 +80,7 @@ class ScanWorkload:
     compute_s: float  # total compute of one step (s)
     collective: np.ndarray  # [L, 3] int Collective codes
     size_bytes: np.ndarray  # [L, 3] float64
+    mapping: Mapping = Mapping.fixed  # fixed | search (`workload_placements`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +107,9 @@ class Design(NamedTuple):
     tiers: tuple[str, ...]
     budget_gbps: float
     workload: int  # index into ScanSpace.workloads
+    # Where the workload's TP and DP groups sit (pp all 1); None: its fixed mapping
+    # (`fixed_placement`). `iter_designs` always gives it.
+    mapping: Placement | None = None
 
 
 def _load_scan_workload(w: ScanWorkloadConfig, npus: int, index: int) -> ScanWorkload:
@@ -116,6 +138,7 @@ def _load_scan_workload(w: ScanWorkloadConfig, npus: int, index: int) -> ScanWor
         compute_s=float(np.sum(wl.compute_ns)) / 1e9,
         collective=np.asarray(wl.collective),
         size_bytes=np.asarray(wl.size_bytes, np.float64),
+        mapping=choice(Mapping, w.mapping, f"{key}.mapping"),
     )
 
 
@@ -208,7 +231,7 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
 
 
 def new_skip_counts(space: ScanSpace) -> dict:
-    """Zeroed skip counters (filled by `iter_designs`)."""
+    """Zeroed skip counters (filled by `count_designs`)."""
     return {
         "mapping_designs": 0,  # designs of shapes the TP/DP mapping cannot fit
         "mapping_shapes": {w.name: 0 for w in space.workloads},
@@ -216,41 +239,140 @@ def new_skip_counts(space: ScanSpace) -> dict:
     }
 
 
-def iter_designs(space: ScanSpace, skipped: dict | None = None) -> Iterator[Design]:
-    """All designs, lazily, in the fixed order D, shape, workload, budget, tiers, blocks.
+def fixed_placement(shape: tuple[int, ...], tp: int) -> Placement | None:
+    """The fixed mapping (`parallel_communicators`: TP from the innermost dim outward, DP the
+    rest) as a `Placement` (pp all 1), or None when TP cannot be laid on the shape."""
+    comms = parallel_communicators(shape, tp)
+    if comms is None:
+        return None
+    tp_comm, dp_comm = comms
+    return placement_from_communicator(np.array([tp_comm, tp_comm, dp_comm]), shape,
+                                       f"shape {list(shape)}")
 
-    Designs that cannot be built are not yielded and do not take an id; they are counted in
-    ``skipped`` (see `new_skip_counts`). The order never changes for a given space, which is
-    what resuming relies on.
-    """
-    skipped = new_skip_counts(space) if skipped is None else skipped
-    idx = 0
+
+def workload_placements(w: ScanWorkload, shape: tuple[int, ...]) -> list[Placement]:
+    """The mappings of a workload on a shape, in scan order: the fixed one (or none), or
+    with ``mapping: search`` every TP x DP placement (`cosearch.enumerate_placements`)."""
+    if w.mapping == Mapping.search:
+        return enumerate_placements(shape, tp=w.tp, pp=1, dp=math.prod(shape) // w.tp)
+    p = fixed_placement(shape, w.tp)
+    return [] if p is None else [p]
+
+
+def count_placements(w: ScanWorkload, shape: tuple[int, ...]) -> int:
+    """``len(workload_placements(w, shape))`` without building them: with ``search``, the
+    tuples (t_0, ..., t_{D-1}) with t_d | n_d and prod t_d == TP (DP takes the rest)."""
+    if w.mapping != Mapping.search:
+        return int(parallel_communicators(shape, w.tp) is not None)
+
+    def count(dims: tuple[int, ...], left: int) -> int:
+        if not dims:
+            return int(left == 1)
+        g = math.gcd(dims[0], left)
+        return sum(count(dims[1:], left // t) for t in range(1, g + 1) if g % t == 0)
+
+    return count(tuple(shape), w.tp)
+
+
+class _Layout(NamedTuple):
+    """The designs of one (shape, workload, mapping) of D dims: budgets x tiers x blocks."""
+
+    options: tuple  # ((tiers, [valid block tuples in product order]), ...) per tier option
+    per_mapping: int  # designs per (shape, workload, mapping)
+    switch_skips: int  # designs per mapping skipped for a Switch on a tier without one
+    all_blocks: int  # budgets x tier options x blocks^D (what an unmappable shape skips)
+
+
+def _layouts(space: ScanSpace) -> dict[int, _Layout]:
+    """Per D, the valid blocks of each tier option: a Switch needs a tier with a Switch
+    price, a per-dimension rule, so the valid tuples are the product of per-dimension lists,
+    in the order of ``itertools.product(space.blocks, repeat=D)``."""
     cm = space.cost_model.tiers
+    nb = len(space.budgets_gbps)
+    out = {}
     for d in space.dims:
-        tier_opts = space.tier_options[d]
-        per_shape = len(space.budgets_gbps) * len(tier_opts) * len(space.blocks) ** d
+        options = []
+        for tiers in space.tier_options[d]:
+            allowed = [[b for b in space.blocks if b != "Switch" or "Switch" in cm[t]]
+                       for t in tiers]
+            options.append((tiers, list(itertools.product(*allowed))))
+        valid = sum(len(c) for _, c in options)
+        full = len(options) * len(space.blocks) ** d
+        out[d] = _Layout(tuple(options), nb * valid, nb * (full - valid), nb * full)
+    return out
+
+
+def _shape_workloads(space: ScanSpace) -> Iterator[tuple[int, tuple[int, ...], int, int]]:
+    """(D, shape, workload index, number of mappings) in scan order; no design is built."""
+    for d in space.dims:
         for shape in enumerate_shapes(space.npus, d, space.min_dim_size, space.max_dim_size):
             for wi, w in enumerate(space.workloads):
-                if parallel_communicators(shape, w.tp) is None:
-                    skipped["mapping_designs"] += per_shape
-                    skipped["mapping_shapes"][w.name] += 1
-                    continue
-                for budget in space.budgets_gbps:
-                    for tiers in tier_opts:
-                        for blocks in itertools.product(space.blocks, repeat=d):
-                            if any(b == "Switch" and "Switch" not in cm[t]
-                                   for b, t in zip(blocks, tiers)):
-                                skipped["switch_designs"] += 1
-                                continue
-                            yield Design(idx, shape, blocks, tiers, budget, wi)
-                            idx += 1
+                yield d, shape, wi, count_placements(w, shape)
+
+
+def _check_range(start: int, stop: int | None) -> None:
+    for key, v in (("start", start), ("stop", stop)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise LibraInputError(f"iter_designs {key} = {v!r}: expected an integer >= 0.")
+    if stop is not None and stop < start:
+        raise LibraInputError(f"iter_designs stop = {stop} is below start = {start}.")
+
+
+def iter_designs(space: ScanSpace, start: int = 0, stop: int | None = None
+                 ) -> Iterator[Design]:
+    """Designs ``start <= design_id < stop`` (all by default), lazily, in the fixed order
+    D, shape, workload, mapping, budget, tiers, blocks.
+
+    Designs that cannot be built take no id (`count_designs` counts them). The order never
+    changes for a given space, which is what resuming relies on. Designs before ``start``
+    are not built: whole (shape, workload) groups, mappings and tier options are skipped by
+    their counts, so the start of a range costs one pass over the shapes, not over designs.
+    Memory does not depend on the number of designs (the per-D valid block tuples are at
+    most blocks^D each; one shape's placements at a time).
+
+    Raises:
+      LibraInputError: ``start`` or ``stop`` not an integer >= 0, or ``stop < start``.
+    """
+    _check_range(start, stop)
+    stop = math.inf if stop is None else stop
+    layouts = _layouts(space)
+    pos = 0  # design_id of the first design of the current group
+    for d, shape, wi, n_map in _shape_workloads(space):
+        if pos >= stop:
+            return
+        lay = layouts[d]
+        size = n_map * lay.per_mapping
+        if size == 0 or pos + size <= start:
+            pos += size
+            continue
+        first = max(0, start - pos) // lay.per_mapping
+        at = pos + first * lay.per_mapping
+        for mapping in workload_placements(space.workloads[wi], shape)[first:]:
+            for budget in space.budgets_gbps:
+                for tiers, combos in lay.options:
+                    n = len(combos)
+                    if at + n > start and at < stop:
+                        for k in range(max(0, start - at), min(n, stop - at)):
+                            yield Design(at + k, shape, combos[k], tiers, budget, wi,
+                                         mapping)
+                    at += n
+        pos += size
 
 
 def count_designs(space: ScanSpace) -> tuple[int, dict]:
-    """(number of designs, skip counts), by one pass over the lazy enumeration."""
+    """(number of designs, skip counts), by arithmetic per (shape, workload): no design is
+    built, so it costs the same for 10^3 or 10^9 designs."""
     skipped = new_skip_counts(space)
-    n = sum(1 for _ in iter_designs(space, skipped))
-    return n, skipped
+    layouts = _layouts(space)
+    total = 0
+    for d, shape, wi, n_map in _shape_workloads(space):
+        lay = layouts[d]
+        if n_map == 0:
+            skipped["mapping_designs"] += lay.all_blocks
+            skipped["mapping_shapes"][space.workloads[wi].name] += 1
+        total += n_map * lay.per_mapping
+        skipped["switch_designs"] += n_map * lay.switch_skips
+    return total, skipped
 
 
 def chunked(it: Iterable, size: int) -> Iterator[list]:
