@@ -2,8 +2,20 @@
 
 The scan itself is :mod:`libra_jax.studies.scan` (its docstring describes the space, the
 output files and how to load them). This module registers the schema with Hydra, runs one
-scan per Hydra job, logs the run's status (the job's ``scan.log`` holds it) and prints the
-top-k table on stdout.
+scan (or one shard of it, or the merge of its shards) per Hydra job, logs the run's status
+(the job's ``scan.log`` holds it) and prints the top-k table on stdout.
+
+Shards run as the jobs of a Hydra multirun, through any launcher, all into one
+``scan.output_dir``::
+
+    python -m libra_jax.scan -m scan.num_shards=3 'scan.shard_index=range(0,3)' \
+        scan.output_dir=DIR hydra/launcher=libra_joblib   # or submitit_slurm, ray, ...
+    python -m libra_jax.scan scan.merge=true scan.output_dir=DIR
+
+JAX must not be forked: a launcher must start each job in a fresh process (joblib's default
+``loky`` backend, SLURM tasks, Ray workers), never fork the launching process, which has
+imported JAX (joblib ``backend=multiprocessing`` on Linux, or threads) (see
+``conf/hydra/launcher/libra_joblib.yaml``).
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from libra_jax.studies.scan import (
     ScanConfig,
     ScanResult,
     describe,
+    merge_scan,
     outputs_text,
     run_scan,
 )
@@ -41,19 +54,31 @@ register_configs()
 @hydra.main(version_base="1.3", config_path="../conf", config_name="scan")
 @float64
 def main(cfg: DictConfig) -> ScanResult:
-    """Hydra entry: runs or resumes the configured scan; logs its status, prints the table."""
+    """Hydra entry: runs or resumes the configured scan or shard, or merges the shards; logs
+    the status, prints the table."""
     try:
         reject_unknown_keys(cfg, ScanConfig)
         c: ScanConfig = OmegaConf.to_object(cfg)
-        enable_compilation_cache(c.compilation_cache_dir)
-        out = c.scan.output_dir or HydraConfig.get().runtime.output_dir
-        result = run_scan(c, out)
+        r = c.scan
+        if r.output_dir is None and (r.merge or r.num_shards != 1):
+            key = "scan.merge = true" if r.merge else f"scan.num_shards = {r.num_shards}"
+            raise LibraInputError(
+                f"{key} needs scan.output_dir: the one directory of all the shards (each "
+                "Hydra job has a run directory of its own)."
+            )
+        if r.merge:
+            log.info("merging the shards of %s (space, workloads and format as their "
+                     "manifests record; report.* from this command)", r.output_dir)
+            result = merge_scan(r.output_dir, c.report)
+        else:
+            enable_compilation_cache(c.compilation_cache_dir)
+            result = run_scan(c, r.output_dir or HydraConfig.get().runtime.output_dir)
     except LibraInputError as e:
         log.error("error: %s", " ".join(str(e).split()))
         sys.exit(1)
     for line in describe(result).splitlines():
         log.info(line)
-    if result.complete:
+    if result.top_k_markdown is not None:  # this run wrote the summary
         print(outputs_text(result), flush=True)
     return result
 

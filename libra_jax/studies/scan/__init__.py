@@ -23,6 +23,12 @@ recomputing or losing anything. At the end the chunk files are streamed once to 
 top-k table (``top_k.md``), the per-workload Pareto fronts of (step time, network cost)
 (``pareto_front.csv``) and their plot (``pareto.png``).
 
+Shards (`shards`): ``scan.shard_index=I scan.num_shards=N`` computes the I-th of N contiguous
+ranges of the design order into the same ``scan.output_dir`` as the other shards (own chunk
+files ``chunk_sIofN_*``, own manifest and completion record under ``shards/``; each resumes on
+its own); ``scan.merge=true`` then checks that every shard is finished and of the same scan
+and writes the summary an unsharded run writes (`merge_scan`), the same bytes but the plot.
+
 Output (``scan.output_dir``)::
 
     chunks/chunk_000000.parquet ...   one row per design (columns: `files.COLUMNS`)
@@ -50,7 +56,8 @@ once and prices it for every design sharing it; ``scan.dedup=false`` solves ever
 
 Modules, in the order of the data: `config` (schema), `space` (validation, enumeration),
 `problems` (a chunk's stacked problems and result rows), `files` (formats, atomic writes),
-`summary` (Pareto fronts, top-k, plot), `run` (the loop, resume, progress).
+`summary` (Pareto fronts, top-k, plot), `shards` (the split, the shard set's checks),
+`run` (the loop, resume, progress, the merge).
 """
 
 from libra_jax.studies.scan.config import (
@@ -65,7 +72,14 @@ from libra_jax.studies.scan.config import (
 )
 from libra_jax.studies.scan.files import COLUMNS, chunk_path, read_chunk, write_chunk
 from libra_jax.studies.scan.problems import ChunkBuilder, design_traffic, solve_designs
-from libra_jax.studies.scan.run import ScanResult, describe, outputs_text, run_scan
+from libra_jax.studies.scan.run import (
+    ScanResult,
+    describe,
+    merge_scan,
+    outputs_text,
+    run_scan,
+)
+from libra_jax.studies.scan.shards import Shard, check_shard_set
 from libra_jax.studies.scan.space import (
     Design,
     ScanSpace,
@@ -80,7 +94,8 @@ from libra_jax.studies.scan.summary import pareto_figure, pareto_front, summaris
 __all__ = [
     "COLUMNS", "ChunkBuilder", "Design", "Dtype", "Format", "RankBy", "ReportConfig",
     "RunConfig", "ScanConfig", "ScanResult", "ScanSpace", "ScanWorkload", "ScanWorkloadConfig",
-    "SpaceConfig", "chunk_path", "count_designs", "describe", "design_traffic",
-    "enumerate_shapes", "iter_designs", "make_space", "outputs_text", "pareto_figure",
-    "pareto_front", "read_chunk", "run_scan", "solve_designs", "summarise", "write_chunk",
+    "Shard", "SpaceConfig", "check_shard_set", "chunk_path", "count_designs", "describe",
+    "design_traffic", "enumerate_shapes", "iter_designs", "make_space", "merge_scan",
+    "outputs_text", "pareto_figure", "pareto_front", "read_chunk", "run_scan", "solve_designs",
+    "summarise", "write_chunk",
 ]

@@ -16,11 +16,13 @@ resume means the same thing on any machine.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
 import pathlib
 from collections.abc import Callable
+from typing import Any
 
 from libra_jax.studies.scan.config import Format
 from libra_jax.types import LibraInputError
@@ -37,7 +39,8 @@ _FLOAT_COLUMNS = (
     "max_violation",
 )
 _LIST_COLUMNS = ("bandwidth_gbps",)
-MANIFEST = "scan_manifest.json"
+MANIFEST = "scan_manifest.json"  # an unsharded scan's manifest; shards: `shards.Shard`
+SHARDS = "shards"  # the shards' manifests and completion records (`shards.Shard`)
 
 
 def arrow_schema():
@@ -82,9 +85,10 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def remove_stale_temps(directory: pathlib.Path) -> int:
-    """Deletes temp files left by a killed run in ``directory``; returns how many."""
-    stale = list(directory.glob("*.tmp*")) if directory.is_dir() else []
+def remove_stale_temps(directory: pathlib.Path, prefix: str = "") -> int:
+    """Deletes the temp files of ``prefix*`` files left by a killed run in ``directory``
+    (a shard's own only: other shards may be writing theirs); returns how many."""
+    stale = list(directory.glob(f".{prefix}*.tmp*")) if directory.is_dir() else []
     for f in stale:
         f.unlink()
     return len(stale)
@@ -101,8 +105,34 @@ def csv_text(rows: list[dict], columns=COLUMNS) -> str:
     return buf.getvalue()
 
 
-def chunk_path(output_dir: str | os.PathLike, index: int, fmt: Format | str) -> pathlib.Path:
-    return pathlib.Path(output_dir) / "chunks" / f"chunk_{index:06d}.{Format(fmt).value}"
+def chunk_path(output_dir: str | os.PathLike, index: int, fmt: Format | str,
+               shard: str = "") -> pathlib.Path:
+    """``chunks/chunk_000042.parquet``; a shard's (``shard`` = its tag, e.g. ``s1of3``) chunk
+    files are ``chunks/chunk_s1of3_000042.parquet``, so shards never share a file name and
+    ``chunks/`` still reads as one dataset."""
+    name = f"{chunk_prefix(shard)}{index:06d}.{Format(fmt).value}"
+    return pathlib.Path(output_dir) / "chunks" / name
+
+
+def chunk_prefix(shard: str = "") -> str:
+    """What the chunk file names of a shard (tag ``shard``; ``""``: unsharded) start with."""
+    return f"chunk_{shard}_" if shard else "chunk_"
+
+
+def fingerprint_sha(obj: Any) -> str:
+    """SHA-256 of a fingerprint (canonical JSON)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def changed_keys(before: dict, now: dict) -> str:
+    """The fingerprint keys that differ (chunk size and format with both values)."""
+    changed = [f"{k} ({before.get(k)!r} there, {now[k]!r} now)" if k in ("chunk_size", "format")
+               else k for k in now if fingerprint_sha(before.get(k)) != fingerprint_sha(now[k])]
+    return ", ".join(changed) or "the fingerprint"
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
 
 
 def check_format(fmt: Format) -> None:

@@ -1,30 +1,39 @@
-"""The scan's run loop: validate, check the resume manifest, solve missing chunks, summarise."""
+"""The scan's run loop: validate, check the resume manifest, solve missing chunks, summarise
+(an unsharded run) or record the shard as done (a shard, `shards.Shard`); `merge_scan`
+summarises the finished shards of a sharded scan."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
 import pathlib
+import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from tqdm.auto import tqdm
 
-from libra_jax.studies.scan.config import Dtype, Format, RankBy, ScanConfig, choice
+from libra_jax.studies.scan.config import (
+    Dtype,
+    Format,
+    RankBy,
+    ReportConfig,
+    ScanConfig,
+    choice,
+)
 from libra_jax.studies.scan.files import (
-    MANIFEST,
     check_format,
-    chunk_path,
+    chunk_prefix,
+    fingerprint_sha,
     remove_stale_temps,
     write_chunk,
     write_text,
 )
 from libra_jax.studies.scan.problems import ChunkBuilder, solve_designs
+from libra_jax.studies.scan.shards import Shard, check_same_scan, check_shard_set
 from libra_jax.studies.scan.space import (
     ScanSpace,
     chunked,
@@ -49,40 +58,26 @@ def _fingerprint(cfg: ScanConfig, space: ScanSpace, fmt: Format) -> dict:
     }
 
 
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _check_manifest(path: pathlib.Path, fp: dict) -> None:
-    """Refuses an output_dir that holds another scan, naming what differs."""
-    if not path.exists():
-        return
-    old = json.loads(path.read_text(encoding="utf-8"))
-    if old.get("fingerprint_sha256") == _sha(fp):
-        return
-    before = old.get("fingerprint", {})
-    changed = [f"{k} ({before.get(k)!r} there, {fp[k]!r} now)" if k in ("chunk_size", "format")
-               else k for k in fp if _sha(before.get(k)) != _sha(fp[k])]
-    raise LibraInputError(
-        f"{path.parent} holds chunks of a different scan (changed: "
-        f"{', '.join(changed) or 'the fingerprint'}); use a new scan.output_dir, rerun with "
-        "the settings of that scan, or delete that directory."
-    )
+def _max_ties(space: ScanSpace) -> int:
+    """The most designs of one top-k tie group: the block choices of one shape."""
+    return len(space.blocks) ** max(space.dims)
 
 
 @dataclasses.dataclass
 class ScanResult:
     output_dir: pathlib.Path
-    total_designs: int
+    total_designs: int  # of the whole scan
     skipped: dict
     computed: int  # designs solved by this run
     resumed: int  # designs found in existing chunk files
-    chunks: int
+    chunks: int  # of this run (a shard's own; a merge's: every shard's)
     complete: bool
     seconds: float
     timings: dict
     format: Format = Format.parquet
-    top_k_markdown: str | None = None
+    top_k_markdown: str | None = None  # set when this run wrote the summary
+    shard: Shard = dataclasses.field(default_factory=Shard)  # a merge: Shard(0, count)
+    merged: bool = False  # a merge of finished shards (`merge_scan`)
 
     @property
     def designs_per_s(self) -> float:
@@ -99,15 +94,18 @@ def progress_bar(total: int, enabled: bool, stream=None) -> tqdm:
 
 def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
              solver: Callable | None = None) -> ScanResult:
-    """Runs (or resumes) a scan into ``output_dir``; summarises when every chunk exists.
+    """Runs (or resumes) a scan, or its shard ``scan.shard_index`` of ``scan.num_shards``,
+    into ``output_dir``. An unsharded run summarises when every chunk exists; a shard writes
+    its completion record instead (`merge_scan` summarises the shards).
 
     Args:
       cfg: the scan config (`ScanConfig`).
-      output_dir: where chunks and the summary go; reuse it to resume.
+      output_dir: where chunks and the summary go (all shards: the same one); reuse it to
+        resume.
       solver: `batch.solve_stacked`-compatible function (default `batch.solve_stacked`).
 
     Raises:
-      LibraInputError: bad config, or an output_dir holding a different scan.
+      LibraInputError: bad config, or an output_dir holding a different scan or split.
     """
     start = time.perf_counter()
     r = cfg.scan
@@ -116,6 +114,7 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
             f"scan.chunk_size = {r.chunk_size}, scan.solve_chunk = {r.solve_chunk}: both must "
             "be >= 1 (solve_chunk may be null)."
         )
+    shard = Shard.create(r.shard_index, r.num_shards)
     dtype = choice(Dtype, r.dtype, "scan.dtype")
     fmt = choice(Format, r.format, "scan.format")
     choice(RankBy, cfg.report.rank_by, "report.rank_by")
@@ -127,23 +126,33 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
     out = pathlib.Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     fp = _fingerprint(cfg, space, fmt)
-    _check_manifest(out / MANIFEST, fp)
+    check_same_scan(out, fp, shard)
     total, skipped = count_designs(space)
-    n_chunks = -(-total // r.chunk_size)
-    write_text(out / MANIFEST, json.dumps({
-        "fingerprint_sha256": _sha(fp), "fingerprint": fp, "total_designs": total,
-        "chunks": n_chunks, "skipped": skipped}, indent=1, default=str))
-    stale = remove_stale_temps(out / "chunks")  # left by a killed run: recomputed below
-    log.info("scan: %s designs in %d chunks into %s (%s%s)", f"{total:,}", n_chunks, out,
+    first, stop = shard.bounds(total)
+    n_chunks = -(-(stop - first) // r.chunk_size)
+    manifest = {"fingerprint_sha256": fingerprint_sha(fp), "fingerprint": fp,
+                "total_designs": total, "chunks": n_chunks, "skipped": skipped}
+    if shard.count > 1:  # what the merge needs without the config
+        manifest.update(shard={"index": shard.index, "count": shard.count,
+                               "first_design": first, "stop_design": stop},
+                        workloads=names, max_ties=_max_ties(space))
+        shard.done_path(out).unlink(missing_ok=True)  # rewritten once every chunk exists
+    write_text(shard.manifest_path(out), json.dumps(manifest, indent=1, default=str))
+    # Temp files left by a killed run (this shard's: others may be writing theirs).
+    stale = remove_stale_temps(out / "chunks", chunk_prefix(shard.tag))
+    log.info("scan%s: %s designs in %d chunks into %s (%s%s)",
+             f" shard {shard.index} of {shard.count} (designs {first:,}..{stop - 1:,} of "
+             f"{total:,})" if shard.count > 1 else "", f"{stop - first:,}", n_chunks, out,
              fmt.value, f"; removed {stale} unfinished temp files" if stale else "")
 
     builder = ChunkBuilder(space)
     timings: dict = {}
     computed = resumed = done_now = 0
     t_loop = time.perf_counter()
-    with progress_bar(total, r.progress) as bar:
-        for ci, chunk in enumerate(chunked(iter_designs(space), r.chunk_size)):
-            path = chunk_path(out, ci, fmt)
+    designs = iter_designs(space, first, stop)  # jumps to first without building designs
+    with progress_bar(stop - first, r.progress) as bar:
+        for ci, chunk in enumerate(chunked(designs, r.chunk_size)):
+            path = shard.chunk_path(out, ci, fmt)
             if path.exists():
                 resumed += len(chunk)
                 bar.update(len(chunk))
@@ -161,24 +170,62 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
             bar.update(len(chunk))
             bar.set_postfix_str(f"{resumed:,} from files", refresh=False)
     loop_s = time.perf_counter() - t_loop
-    files = [chunk_path(out, i, fmt) for i in range(n_chunks)]
+    files = [shard.chunk_path(out, i, fmt) for i in range(n_chunks)]
     complete = all(f.exists() for f in files)
     md = None
     status_counts = None
-    if complete:
+    if complete and shard.count == 1:
         t = time.perf_counter()
-        max_ties = len(space.blocks) ** max(space.dims)  # block choices of one shape
-        summ, md = summarise(out, files, names, cfg.report, max_ties)
+        summ, md = summarise(out, files, names, cfg.report, _max_ties(space))
         status_counts = summ.status
         timings["summary"] = time.perf_counter() - t
     result = ScanResult(out, total, skipped, computed, resumed, n_chunks, complete,
-                        loop_s, timings, fmt, md)
+                        loop_s, timings, fmt, md, shard)
+    record = {"total_designs": total, "skipped": skipped, "chunks": n_chunks,
+              "computed_this_run": computed, "resumed_from_files": resumed,
+              "complete": complete, "loop_seconds": loop_s,
+              "designs_per_s": result.designs_per_s,
+              "wall_seconds": time.perf_counter() - start, "timings_s": timings}
+    if shard.count == 1:
+        write_text(out / "scan_summary.json",
+                   json.dumps(dict(record, status_counts=status_counts), indent=1))
+    elif complete:  # where and how the shard ran, for the merged summary
+        write_text(shard.done_path(out), json.dumps(dict(
+            record, shard=shard.tag, first_design=first, stop_design=stop,
+            host=socket.gethostname(), pid=os.getpid()), indent=1))
+    return result
+
+
+def merge_scan(output_dir: str | os.PathLike, report: ReportConfig) -> ScanResult:
+    """Summarises the finished shards of ``output_dir`` as one scan: ``top_k.md``,
+    ``pareto_front.csv``, ``pareto.png`` and ``scan_summary.json``, the files an unsharded
+    run of the same scan writes (the same bytes but the plot's), streaming the chunk files
+    once (memory bounded as in `summarise`).
+
+    The space, workloads and format come from the shards' manifests; ``report`` (top_k,
+    rank_by, the plot) from the caller.
+
+    Raises:
+      LibraInputError: a missing or unfinished shard, shards of different scans
+        (`shards.check_shard_set`), or a bad ``report.rank_by``.
+    """
+    start = time.perf_counter()
+    choice(RankBy, report.rank_by, "report.rank_by")
+    out = pathlib.Path(output_dir)
+    shards = check_shard_set(out)
+    m = shards.manifest
+    summ, md = summarise(out, shards.chunk_files, m["workloads"], report, m["max_ties"])
+    seconds = time.perf_counter() - start
+    result = ScanResult(out, m["total_designs"], m["skipped"], 0, m["total_designs"],
+                        len(shards.chunk_files), True, seconds, {"summary": seconds},
+                        Format(m["fingerprint"]["format"]), md,
+                        Shard(0, m["shard"]["count"]), merged=True)
     write_text(out / "scan_summary.json", json.dumps({
-        "total_designs": total, "skipped": skipped, "chunks": n_chunks,
-        "computed_this_run": computed, "resumed_from_files": resumed, "complete": complete,
-        "loop_seconds": loop_s, "designs_per_s": result.designs_per_s,
-        "wall_seconds": time.perf_counter() - start, "timings_s": timings,
-        "status_counts": status_counts}, indent=1))
+        "total_designs": m["total_designs"], "skipped": m["skipped"],
+        "chunks": len(shards.chunk_files), "complete": True,
+        "merged_shards": len(shards.done), "wall_seconds": seconds,
+        "timings_s": result.timings, "status_counts": summ.status,
+        "shards": shards.done}, indent=1))
     return result
 
 
@@ -187,20 +234,36 @@ def describe(result: ScanResult) -> str:
     s = result.skipped
     shapes = ", ".join(f"{k}: {v}" for k, v in s["mapping_shapes"].items())
     t = result.timings
+    sh = result.shard
+    counts = f"in {result.chunks} chunks (computed now {result.computed:,}, found on disk " \
+             f"{result.resumed:,})"
+    time_line = (f"time: {result.seconds:.1f} s, {result.designs_per_s:,.0f} designs/s "
+                 f"(build {t.get('build', 0.0):.1f} s, solve {t.get('solve', 0.0):.1f} s, write "
+                 f"{t.get('write', 0.0):.1f} s, summary {t.get('summary', 0.0):.1f} s)")
+    if result.merged:
+        head = (f"merged {sh.count} shards: {result.total_designs:,} designs in "
+                f"{result.chunks} chunks")
+        time_line = f"time: {result.seconds:.1f} s (the summary, streaming every chunk file)"
+    elif sh.count > 1:
+        first, stop = sh.bounds(result.total_designs)
+        head = (f"shard {sh.index} of {sh.count}: designs {first:,}..{stop - 1:,} of "
+                f"{result.total_designs:,} {counts}")
+    else:
+        head = f"designs: {result.total_designs:,} {counts}"
     lines = [
-        f"designs: {result.total_designs:,} in {result.chunks} chunks "
-        f"(computed now {result.computed:,}, found on disk {result.resumed:,})",
+        head,
         f"skipped: {s['mapping_designs'] + s['switch_designs']:,} designs "
         f"({s['mapping_designs']:,} whose shape the TP/DP mapping cannot fit, shapes per "
         f"workload: {shapes}; {s['switch_designs']:,} with a Switch on a tier without a "
         "Switch price)",
-        f"time: {result.seconds:.1f} s, {result.designs_per_s:,.0f} designs/s "
-        f"(build {t.get('build', 0.0):.1f} s, solve {t.get('solve', 0.0):.1f} s, write "
-        f"{t.get('write', 0.0):.1f} s, summary {t.get('summary', 0.0):.1f} s)",
+        time_line,
     ]
     if not result.complete:
         lines.append(f"stopped early (scan.max_chunks); rerun with "
                      f"scan.output_dir={result.output_dir} to resume.")
+    elif sh.count > 1 and not result.merged:
+        lines.append(f"shard {sh.tag} done; once every shard is: python -m libra_jax.scan "
+                     f"scan.merge=true scan.output_dir={result.output_dir}")
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import pathlib
+import zlib
 
 import numpy as np
 from matplotlib import ticker
@@ -57,6 +58,11 @@ class Summary:
     The top-k heap keeps ``top_k * max_ties`` rows, where ``max_ties`` bounds the designs of
     one tie group (the block choices of one shape), so the best ``top_k`` tie groups are
     complete when collapsed at the end.
+
+    Everything depends on the rows and their order (design order) only, not on how they are
+    cut into chunks, so the shards of a scan merge into the summary of the unsharded run:
+    top-k ties break by design id, a front keeps the first design of equal points, and each
+    workload's reservoir sample draws from its own generator.
     """
 
     def __init__(self, rank_by: str, top_k: int, sample: int, max_ties: int = 1,
@@ -68,7 +74,8 @@ class Summary:
         self.points: dict = {}
         self.seen: dict = {}
         self.status: dict = {}
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.rngs: dict = {}
 
     def add(self, rows: list[dict]) -> None:
         by_wl: dict = {}
@@ -90,6 +97,8 @@ class Summary:
                                 [r["network_cost_usd"] for r in cand])
             self.fronts[wl] = [cand[i] for i in keep]
             pts = self.points.setdefault(wl, [])
+            rng = self.rngs.setdefault(
+                wl, np.random.default_rng([self.seed, zlib.crc32(wl.encode())]))
             for r in rs:  # reservoir sampling (Algorithm R), bounded memory
                 n = self.seen.get(wl, 0)
                 self.seen[wl] = n + 1
@@ -97,7 +106,7 @@ class Summary:
                 if len(pts) < self.sample:
                     pts.append(p)
                 else:
-                    j = int(self.rng.integers(0, n + 1))
+                    j = int(rng.integers(0, n + 1))
                     if j < self.sample:
                         pts[j] = p
 
