@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import pathlib
 import tracemalloc
 
 import numpy as np
@@ -301,3 +302,21 @@ def test_hydra_composes_and_checks_the_mapping_key():
             compose("scan", overrides=[wl % "serch"])
     text = f"{e.value} {e.value.__cause__}"
     assert "mapping" in text and "serch" in text
+
+
+@pytest.mark.parametrize("name, designs", [("scan_16k", 13_648_284),
+                                           ("enumerate_64k", 107_549_694)])
+def test_experiment_configs_compose_and_have_the_stated_size(name, designs):
+    """experiments/scan_16k: the configs compose as the README's command composes them, and
+    hold the design counts its README states."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import libra_jax.cli.scan  # noqa: F401  (registers the schema)
+
+    folder = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "scan_16k"
+    with initialize_config_dir(str(folder), version_base="1.3"):
+        cfg = OmegaConf.to_object(compose(name))
+    total, skipped = scan.count_designs(scan.make_space(cfg))
+    assert total == designs and skipped["switch_designs"] == skipped["mapping_designs"] == 0
+    assert f"{designs:,}" in (folder / "README.md").read_text()
