@@ -102,7 +102,7 @@ def test_summary_does_not_depend_on_chunking():
     same whether their rows come in one chunk or in chunks of 7 (the shards' cut)."""
     rng = np.random.default_rng(1)
     rows = [{"design_id": i, "workload": "AB"[i % 3 == 0], "status": "ok", "dims": "4x4",
-             "tiers": "t", "budget_gbps": 100.0, "step_time_ns": float(rng.integers(1, 40)),
+             "tiers": "t", "mapping": "m", "budget_gbps": 100.0, "step_time_ns": float(rng.integers(1, 40)),
              "network_cost_usd": float(rng.integers(1, 40))} for i in range(300)]
     for r in rows:
         r["time_x_cost"] = r["step_time_ns"] * r["network_cost_usd"]

@@ -3,7 +3,7 @@
 Enumerates network designs for N NPUs and optimises every one (LIBRA, Won et al. ISPASS 2024,
 Sec. V "design-space exploration"): a design is
 
-    (shape, blocks, cost tiers, budget, workload)
+    (shape, blocks, cost tiers, budget, workload, mapping)
 
 * shape: an ordered factorisation N = n_0 * ... * n_{D-1} (dim 0 innermost), D in
   [min_dims, max_dims], each n_d in [min_dim_size, max_dim_size];
@@ -13,7 +13,10 @@ Sec. V "design-space exploration"): a design is
 * budget: per-NPU bandwidth summed over the dimensions, sum(bw) == budget (GB/s);
 * workload: a shipped text workload whose collectives use communicators derived from its
   tensor- and data-parallel degrees (`parallel_communicators`): Forward and InputGrad use the
-  TP group, WeightGrad the DP group, TP filling dimensions from the innermost outward.
+  TP group, WeightGrad the DP group, TP filling dimensions from the innermost outward;
+* mapping: with ``workloads[i].mapping: search``, every TP x DP placement of the mapping
+  co-search on the shape (`space.workload_placements`); the default ``fixed`` is the one
+  placement above.
 
 Each design is solved for minimum step time (`perf`) with `batch.solve_stacked` (jit(vmap) over
 buckets), in chunks of ``scan.chunk_size`` designs enumerated lazily in a fixed order, so

@@ -48,7 +48,7 @@ _FRONT_FIELDS = ("step_time_ns", "network_cost_usd")
 def _tie_key(r: dict) -> tuple:
     """Designs that differ only in blocks of equal price (e.g. Ring vs FullyConnected, both
     N x Link per GB/s) and get the same numbers: collapsed into one top-k row."""
-    return (r["workload"], r["dims"], r["tiers"], r["budget_gbps"],
+    return (r["workload"], r["dims"], r["tiers"], r["mapping"], r["budget_gbps"],
             float(f"{r['step_time_ns']:.9g}"), float(f"{r['network_cost_usd']:.9g}"))
 
 
@@ -129,10 +129,10 @@ def _short_list(xs) -> str:
 
 
 def _md_table(rows: list[dict]) -> list[str]:
-    head = ["rank", "workload", "network", "ties", "tiers", "budget (GB/s)",
+    head = ["rank", "workload", "network", "ties", "tiers", "mapping", "budget (GB/s)",
             "bandwidth (GB/s)", "step time (ms)", "network cost ($M)",
             "time x cost (s x $M)", "gap"]
-    out = ["| " + " | ".join(head) + " |", "|---:|---|---|---:|---|" + "---:|" * 6]
+    out = ["| " + " | ".join(head) + " |", "|---:|---|---|---:|---|---|" + "---:|" * 6]
     rank = 0
     last = None
     for r in rows:
@@ -140,7 +140,7 @@ def _md_table(rows: list[dict]) -> list[str]:
         last = r["workload"]
         out.append("| " + " | ".join([
             str(rank), r["workload"], f"`{r['notation']}`", str(r.get("ties", 1)),
-            r["tiers"], f"{r['budget_gbps']:g}", _short_list(r["bandwidth_gbps"]),
+            r["tiers"], r["mapping"], f"{r['budget_gbps']:g}", _short_list(r["bandwidth_gbps"]),
             f"{r['step_time_ns'] / 1e6:.3f}", f"{r['network_cost_usd'] / 1e6:.3f}",
             f"{r['time_x_cost'] / 1e15:.4g}", f"{r['optimality_gap']:.1e}",
         ]) + " |")
