@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import pathlib
+import resource
 import socket
 import sys
 import time
@@ -185,7 +186,9 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
               "computed_this_run": computed, "resumed_from_files": resumed,
               "complete": complete, "loop_seconds": loop_s,
               "designs_per_s": result.designs_per_s,
-              "wall_seconds": time.perf_counter() - start, "timings_s": timings}
+              "wall_seconds": time.perf_counter() - start, "timings_s": timings,
+              # the process's peak resident memory so far (Linux: ru_maxrss in KiB)
+              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if shard.count == 1:
         write_text(out / "scan_summary.json",
                    json.dumps(dict(record, status_counts=status_counts), indent=1))
@@ -224,6 +227,7 @@ def merge_scan(output_dir: str | os.PathLike, report: ReportConfig) -> ScanResul
         "total_designs": m["total_designs"], "skipped": m["skipped"],
         "chunks": len(shards.chunk_files), "complete": True,
         "merged_shards": len(shards.done), "wall_seconds": seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "timings_s": result.timings, "status_counts": summ.status,
         "shards": shards.done}, indent=1))
     return result
