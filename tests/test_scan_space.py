@@ -269,7 +269,7 @@ def test_mapping_search_best_is_at_least_the_fixed_mapping_real_solver():
     assert solved == [len({(x.shape, x.mapping) for x in designs})] and solved[0] > 3
     assert all(r["status"] == "ok" for r in rows)
     for x, r in zip(designs, rows):
-        assert r["mapping"] == x.mapping.describe(x.blocks)
+        assert r["mapping"] == x.mapping.describe()
     improved = 0
     for shape in {x.shape for x in designs}:
         fixed = fixed_placement(shape, 4)

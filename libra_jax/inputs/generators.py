@@ -189,12 +189,18 @@ class Placement:
         """Communicator row: the factor, or -1 where the group does not use the dimension."""
         return np.array([f if f > 1 else -1 for f in factors], np.int32)
 
-    def describe(self, blocks: Sequence[str]) -> str:
-        """E.g. ``TP16=RI4xFC4, PP1, DP256=FC2xRI4xSW32``."""
+    def describe(self, blocks: Sequence[str] | None = None) -> str:
+        """E.g. ``TP16=RI4xFC4, PP1, DP256=FC2xRI4xSW32`` (the dims each group uses, with
+        their blocks); without ``blocks``, the factor on every dim: ``TP=4x4x1x1, PP=1x1x1x1,
+        DP=1x2x4x32`` (what the scan's rows hold: it does not depend on the blocks, so designs
+        that differ only in equally priced blocks stay ties)."""
         from libra_jax.types import BLOCK_ABBREV
 
         parts = []
         for name, f in (("TP", self.tp), ("PP", self.pp), ("DP", self.dp)):
+            if blocks is None:
+                parts.append(f"{name}=" + "x".join(str(x) for x in f))
+                continue
             on = [f"{BLOCK_ABBREV.get(b, b)}{x}" for b, x in zip(blocks, f) if x > 1]
             total = math.prod(f)
             parts.append(f"{name}{total}" + ("=" + "x".join(on) if on else ""))

@@ -205,7 +205,7 @@ def solve_designs(
             "dims": "x".join(str(n) for n in x.shape),
             "blocks": "-".join(x.blocks),
             "tiers": "-".join(x.tiers),
-            "mapping": mapping.describe(x.blocks),
+            "mapping": mapping.describe(),
             "npus": space.npus,
             "budget_gbps": x.budget_gbps,
             "bandwidth_gbps": bw.tolist(),
