@@ -317,24 +317,45 @@ def test_shipped_cases_in_one_batch_equal_single_solves():
 
 
 def test_optax_method_runs_vmapped_through_the_batch_api():
-    """solver.method=optax: the 15 shipped perf cases in one vmapped first-order call, every
-    result certified by the host LP (the method has no in-kernel bound). Measured: within
-    2.3e-6 of the optima, certified gaps <= 1.3e-5, so only some reach the 1e-6 rule."""
+    """solver.method=optax: the 15 shipped perf cases in one vmapped call (first-order phase,
+    then the exact step on its active set), every one certified ok by the in-kernel bound
+    (no host LP) and at the pinned optimum. Measured: gaps <= 1.3e-16, step times within
+    1.6e-10 of the pinned optima (which are rounded)."""
     from test_optima import CASES, _problem
 
     cases = [c for c in CASES if c["objective"] == "perf"]
     probs = [_problem(c["workload"], c["network"], c["communicator_file"], c["constraints"])
              for c in cases]
     res = B.solve_batch(probs, method="optax")
-    assert res.host_certified == len(probs)
+    assert res.host_certified == 0
     for i, c in enumerate(cases):
-        assert res.step_time_ns[i] == pytest.approx(c["step_time_ns"], rel=1e-5), c
+        assert res.status[i] == "ok", c
+        assert res.step_time_ns[i] == pytest.approx(c["step_time_ns"], rel=1e-9), c
         assert res.lower_bound_ns[i] <= c["step_time_ns"] * (1 + 1e-9), c
-        assert res.optimality_gap[i] <= 1e-4, c
-        ok = res.optimality_gap[i] <= 1e-6 and res.max_violation[i] <= 1e-9
-        assert res.status[i] == ("ok" if ok else "not converged"), c
+        assert res.optimality_gap[i] <= 1e-6, c
+        assert res.max_violation[i] <= 1e-9, c
     with pytest.raises(Exception, match="optax"):
         B.solve_batch(probs[:1], method="optax", caps=[1.0])
+
+
+def test_optax_method_on_random_problems_matches_the_interior_point_kernel():
+    """50 random problems (4 dims, 6 phases; a total budget, == with lower bounds or <= with
+    upper and lower bounds): method=optax against the interior-point kernel. Every ok
+    result is at the kernel's optimum, and every bound is a true bound. Measured: 49 of 50
+    ok (within 9e-13); the other one's first-order phase stops 15% above the optimum, too
+    far for its active set to be read off, and it says "not converged"."""
+    rng = np.random.default_rng(0)
+    mixes = ("eq_lo", "le_hi")
+    probs = [build(make_case(rng, 6, 4, mixes[i % 2])) for i in range(50)]
+    got = B.solve_batch(probs, method="optax", certify_on_host=False)
+    want = B.solve_batch(probs)
+    assert all(s == "ok" for s in want.status)
+    ok = np.array([s == "ok" for s in got.status])
+    assert ok.sum() >= 49
+    np.testing.assert_allclose(got.step_time_ns[ok], want.step_time_ns[ok], rtol=1e-9)
+    assert np.all(got.lower_bound_ns <= want.step_time_ns * (1 + 1e-9))
+    assert all(s == "not converged" for s in np.asarray(got.status)[~ok])
+    assert np.all(got.optimality_gap[~ok] > 1e-6)
 
 
 # --------------------------------------------------------------------------- float32

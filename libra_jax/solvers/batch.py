@@ -142,8 +142,9 @@ def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
 
 @functools.partial(jax.jit, static_argnames="config")
 def _kernel_optax(p: Problem, config: first_order.FirstOrderConfig):
-    """The Optax method (`first_order.py`) vmapped over a chunk, as a `ipm.KernelOutput` with
-    no multipliers: its results are certified by the host's tangent-plane LP."""
+    """The Optax method (`first_order.py`, with its exact step on the active set) vmapped
+    over a chunk, as a `ipm.KernelOutput` with its in-kernel Lagrangian bound and no
+    multipliers: what that bound leaves uncertified goes to the host's tangent-plane LP."""
     with jax.default_matmul_precision("highest"):
         out = jax.vmap(lambda q: first_order.solve_first_order(
             q, first_order.default_params(q.lo.dtype), config))(p)
@@ -151,7 +152,7 @@ def _kernel_optax(p: Problem, config: first_order.FirstOrderConfig):
     b = p.lo.shape[0]
     zeros = jnp.zeros((b, 0), p.lo.dtype)
     return ipm.KernelOutput(
-        bw=out.bw, step_s=out.step_s, lb_s=jnp.full((b,), -jnp.inf, p.lo.dtype),
+        bw=out.bw, step_s=out.step_s, lb_s=out.lower_bound_s,
         lam_pair=jnp.zeros((b, k, d), p.lo.dtype), lam_row=zeros, lam_lin=zeros, nu=zeros,
         iterations=jnp.full((b,), config.num_steps, jnp.int32),
         finite=out.status != int(Status.NONFINITE), started_inside=jnp.ones((b,), bool),
@@ -362,8 +363,8 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
       devices: devices to shard each chunk over (default: all local devices).
       certify_on_host: certify on the host what the in-kernel bound could not.
       method: "ipm" (the interior-point kernel) or "optax" (the first-order method of
-        `first_order.py`, vmapped the same way; it has no in-kernel bound, so every result
-        is certified by the host's tangent-plane LP).
+        `first_order.py` and its exact step on the active set, vmapped the same way; its
+        in-kernel bound certifies what it can, the host's tangent-plane LP the rest).
       config: the kernel's settings (`ipm.IpmConfig` / `first_order.FirstOrderConfig`;
         static; None: defaults).
       float64_fallback: with float32, solve again in float64 what float32 could not certify

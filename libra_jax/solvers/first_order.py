@@ -26,9 +26,16 @@ Method (all inside one `jax.lax.scan` of fixed length, jit/vmap-able):
   (Rockafellar's form for inequalities); multipliers are updated every ``al_every`` steps,
   inequality multipliers kept >= 0.
 
-Nothing raises inside jit: the result carries ``status`` (`types.Status`): NONFINITE when an
-input or output is not finite, else NOT_CONVERGED -- this solver certifies nothing;
-`certificate.tangent_lp_bound` at the returned bandwidths gives the certified gap.
+* Then (``exact_step``, default on) an exact step on the active set the first-order point
+  identifies (`active_set.py`): a few Newton steps on the KKT conditions restricted to the
+  tied dims and tight rows, whose multipliers give the Lagrangian lower bound
+  (`ipm.lagrangian_bound`) in the kernel.
+
+Nothing raises inside jit: the result carries ``status`` (`types.Status`), from the status
+rule (`certificate.status_codes`) with the in-kernel certified gap: OK when the bound certifies
+a relative gap <= 1e-6 at a relative violation <= 1e-9, NONFINITE when an input or output is
+not finite, else NOT_CONVERGED (`certificate.tangent_lp_bound` at the returned bandwidths may
+still certify it on the host, as the batch engine does).
 """
 
 from __future__ import annotations
@@ -42,13 +49,15 @@ import optax
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
-from libra_jax.solvers.certificate import status_codes
+from libra_jax.solvers import active_set
+from libra_jax.solvers.certificate import VIOLATION_TOL, status_codes
 from libra_jax.types import float64
 
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
 _BISECTION_STEPS = 80  # halvings of the dual bracket (float64: 2^-80 of the bracket)
 _ONES_TOL = 1e-12
+_FLOOR = 1e-9  # smallest bandwidth of a used dim, relative to max(upper)
 _MAPPING_STEP = 1e-3  # largest coordinate move (scaled units) of the gradient mapping  # a row is "the sum row" when all its entries agree to this
 
 
@@ -71,11 +80,13 @@ class FirstOrderConfig(NamedTuple):
       num_steps: optimizer steps (length of the scan).
       method: Optax optimizer name, one of `METHODS`.
       al_every: steps between augmented-Lagrangian multiplier updates.
+      exact_step: finish with the exact step on the identified active set (`active_set.py`).
     """
 
     num_steps: int = 4000
     method: str = "adam"
     al_every: int = 10
+    exact_step: bool = True
 
 
 class FirstOrderParams(NamedTuple):
@@ -92,7 +103,8 @@ class FirstOrderResult(NamedTuple):
     bw: jax.Array  # [D] bandwidths (GB/s)
     step_s: jax.Array  # [] exact (unsmoothed) step time at bw (s)
     max_violation: jax.Array  # [] largest constraint violation (GB/s, unit-norm rows)
-    status: jax.Array  # [] int, a `types.Status` code (NOT_CONVERGED or NONFINITE)
+    lower_bound_s: jax.Array  # [] certified lower bound of the optimum (s; -inf if none)
+    status: jax.Array  # [] int, a `types.Status` code
     losses: jax.Array  # [num_steps] augmented-Lagrangian objective per step (relative)
 
 
@@ -306,7 +318,10 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     dtype = p.lo.dtype
     n = config.num_steps
     scale = jnp.maximum(jnp.max(p.upper), 1e-300)
-    lo, up = p.lo / scale, jnp.maximum(p.upper, p.lo) / scale
+    # Used dims keep a tiny positive floor: at bw = 0 their time (and gradient) is infinite.
+    used_dim = jnp.any(p.traffic_gb > 0, axis=0)
+    up = jnp.maximum(p.upper, p.lo) / scale
+    lo = jnp.minimum(jnp.maximum(p.lo / scale, jnp.where(used_dim, _FLOOR, 0.0)), up)
     has, is_eq, total, eq_mask, in_mask = sum_row(p)
     total = total / scale
 
@@ -360,8 +375,13 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     init = _State(x0, opt.init(x0), jnp.zeros_like(b_eq), jnp.zeros_like(b_in))
     final, losses = jax.lax.scan(body, init, jnp.arange(n, dtype=dtype))
     bw = final.x * scale
-    step = model.step_time_s(bw, p)
-    viol = model.max_violation(bw, p)
+    viol_scale = jnp.maximum(jnp.sum(p.upper), 1e-300)
+    if config.exact_step:
+        ex = active_set.exact_step(p, bw, 0.1 * VIOLATION_TOL * viol_scale)
+        bw, step, viol, lb = ex.bw, ex.step_s, ex.violation, ex.lb_s
+    else:
+        step, viol = model.step_time_s(bw, p), model.max_violation(bw, p)
+        lb = jnp.asarray(-jnp.inf, dtype)
     inputs_finite = (
         jnp.all(jnp.isfinite(p.traffic_gb)) & jnp.all(jnp.isfinite(p.weight))
         & jnp.isfinite(p.compute_s) & jnp.all(jnp.isfinite(p.upper))
@@ -369,7 +389,7 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     )
     finite = (inputs_finite & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
               & jnp.isfinite(viol) & jnp.all(jnp.isfinite(losses)))
-    # The status rule with gap +inf: this method certifies nothing by itself.
-    status = status_codes(True, finite, jnp.inf, jnp.inf)
-    return FirstOrderResult(bw=bw, step_s=step, max_violation=viol,
+    gap = jnp.where(lb > 0, jnp.maximum(step - lb, 0.0) / jnp.where(lb > 0, lb, 1.0), jnp.inf)
+    status = status_codes(True, finite, gap, jnp.maximum(viol, 0.0) / viol_scale)
+    return FirstOrderResult(bw=bw, step_s=step, max_violation=viol, lower_bound_s=lb,
                             status=status.astype(jnp.int32), losses=losses)
