@@ -50,8 +50,7 @@ from libra_jax.solvers import ipm
 #: first-order point, then from the first pass's best point (its ties exact to rounding).
 #: (A tolerance of 1 ties every used dim of a phase: right for one-phase problems whatever
 #: the first-order point.) Rows count as active within min(tol, `ROW_TOL_MAX`) * max(upper).
-PASSES = ((1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-          (1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-3, 1e-2))
+PASSES = ((1e-5, 1e-3, 1e-1, 1.0), (1e-12, 1e-9, 1e-6, 1e-3))
 ROW_TOL_MAX = 1e-2
 NEWTON_STEPS = 16
 MULTIPLIER_STEPS = 8
