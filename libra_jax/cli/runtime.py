@@ -100,13 +100,14 @@ class CompileClock:
             result, solve_seconds=max(result.solve_seconds - self.seconds, 0.0))
 
 
-def typed_config(cfg: DictConfig) -> config.LibraConfig:
-    """The composed run config as the schema object: the one conversion of a command.
+def typed_config(cfg: DictConfig, schema: Any = config.LibraConfig) -> Any:
+    """The composed config as the ``schema`` object (:class:`~libra_jax.cli.config.LibraConfig`,
+    or the scan's ``ScanConfig``): the one conversion of a command.
 
     Raises:
       LibraInputError: a key the schema does not define (added with ``+``).
     """
-    config.reject_unknown_keys(cfg)
+    config.reject_unknown_keys(cfg, schema)
     return OmegaConf.to_object(cfg)
 
 

@@ -26,10 +26,10 @@ import sys
 import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from libra_jax.cli.config import check_command_line, reject_unknown_keys
-from libra_jax.cli.runtime import enable_compilation_cache
+from libra_jax.cli.config import check_command_line
+from libra_jax.cli.runtime import enable_compilation_cache, typed_config
 from libra_jax.studies.scan import (
     ScanConfig,
     ScanResult,
@@ -57,8 +57,7 @@ def main(cfg: DictConfig) -> ScanResult:
     """Hydra entry: runs or resumes the configured scan or shard, or merges the shards; logs
     the status, prints the table."""
     try:
-        reject_unknown_keys(cfg, ScanConfig)
-        c: ScanConfig = OmegaConf.to_object(cfg)
+        c: ScanConfig = typed_config(cfg, ScanConfig)
         r = c.scan
         if r.output_dir is None and (r.merge or r.num_shards != 1):
             key = "scan.merge = true" if r.merge else f"scan.num_shards = {r.num_shards}"
