@@ -31,6 +31,22 @@ from libra_jax.studies.scan.space import (
 from libra_jax.types import LibraInputError
 
 
+def design_mapping(
+    w: ScanWorkload, shape: tuple[int, ...], mapping: Placement | None = None
+) -> Placement:
+    """``mapping``, or with None the workload's fixed mapping on the shape (`fixed_placement`).
+
+    Raises:
+      LibraInputError: None given and the TP group does not fit the shape.
+    """
+    if mapping is not None:
+        return mapping
+    p = fixed_placement(shape, w.tp)
+    if p is None:
+        raise LibraInputError(f"tp = {w.tp} cannot be laid on the shape {list(shape)}.")
+    return p
+
+
 def design_traffic(
     w: ScanWorkload, shape: tuple[int, ...], mapping: Placement | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -49,9 +65,7 @@ def design_traffic(
         the shape and the workload's TP degree.
     """
     if mapping is None:
-        mapping = fixed_placement(shape, w.tp)
-        if mapping is None:
-            raise LibraInputError(f"tp = {w.tp} cannot be laid on the shape {list(shape)}.")
+        mapping = design_mapping(w, shape)
     elif (len(mapping.tp) != len(shape) or math.prod(mapping.tp) != w.tp
           or any(t * p * d != n for t, p, d, n in zip(mapping.tp, mapping.pp, mapping.dp, shape))
           or math.prod(mapping.pp) != 1):
@@ -79,14 +93,8 @@ class ChunkBuilder:
 
     def mapping(self, design: Design) -> Placement:
         """The design's TP/DP placement (its own, or its workload's fixed mapping)."""
-        if design.mapping is not None:
-            return design.mapping
-        w = self.space.workloads[design.workload]
-        p = fixed_placement(design.shape, w.tp)
-        if p is None:
-            raise LibraInputError(f"tp = {w.tp} cannot be laid on the shape "
-                                  f"{list(design.shape)}.")
-        return p
+        return design_mapping(self.space.workloads[design.workload], design.shape,
+                              design.mapping)
 
     def traffic(self, design: Design) -> tuple[np.ndarray, np.ndarray]:
         """(traffic_gb [K, D], weight [K]) of the design's (shape, workload, mapping)."""
@@ -122,21 +130,19 @@ class ChunkBuilder:
           (batches, position): stacked problems of one (D, K) each, and [B] the position of
           each design's problem in the batches taken in list order.
         """
+        traffic = [self.traffic(x) for x in designs]
         groups: dict = {}
-        for i, x in enumerate(designs):
-            t, _ = self.traffic(x)
+        for i, (t, _) in enumerate(traffic):
             groups.setdefault(t.shape, []).append(i)
         batches = []
         position = np.empty(len(designs), np.int64)
         start = 0
         for idx in groups.values():
-            members = [designs[i] for i in idx]
-            traffic = [self.traffic(x) for x in members]
             batches.append(problems_from_stacked(
-                np.stack([t for t, _ in traffic]),
-                np.stack([w for _, w in traffic]),
-                np.array([self.space.workloads[x.workload].compute_s for x in members]),
-                total_bw_gbps=np.array([x.budget_gbps for x in members]),
+                np.stack([traffic[i][0] for i in idx]),
+                np.stack([traffic[i][1] for i in idx]),
+                np.array([self.space.workloads[designs[i].workload].compute_s for i in idx]),
+                total_bw_gbps=np.array([designs[i].budget_gbps for i in idx]),
                 cost_rates_usd_per_gbps=None if rates is None else np.stack(
                     [rates[i] for i in idx]),
                 field_prefix="space",
