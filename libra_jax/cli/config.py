@@ -58,7 +58,7 @@ from libra_jax.inputs.topology import (
 from libra_jax.inputs.workload import Workload, check_workload_network, load_workload
 from libra_jax.model.pipelined import SCHEDULES
 from libra_jax.model.problem import ConstraintSpec
-from libra_jax.model.timing import MODELS, TRAINING_LOOPS
+from libra_jax.model.timing import MODELS, TRAINING_LOOPS, TimingModel, check_timing
 from libra_jax.studies.multi import MULTI_OBJECTIVES, check_weights
 from libra_jax.types import LibraInputError
 
@@ -483,8 +483,6 @@ def to_timing(cfg: Any, num_dims: int):
     ``system.chunks`` may be a list (model=pipelined): the run then optimises the bandwidths
     for every count and reports the best pair; the returned model carries the first count.
     """
-    from libra_jax.model.timing import TimingModel, check_timing
-
     c = _as_config(cfg)
     chunks = c.system.chunks
     search = None

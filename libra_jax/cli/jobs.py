@@ -16,11 +16,13 @@ import pathlib
 
 from libra_jax.cli import config, report, runtime
 from libra_jax.cli.config import LibraConfig
+from libra_jax.inputs import astrasim, generators
 from libra_jax.inputs.cost import load_cost_model
-from libra_jax.model import timing
+from libra_jax.inputs.workload import load_communicator
+from libra_jax.model import memory, timing
 from libra_jax.model.problem import build_problem
 from libra_jax.solvers.solve import equal_split, solve
-from libra_jax.studies import multi
+from libra_jax.studies import cosearch, multi
 from libra_jax.studies.chunk_counts import solve_chunk_counts
 from libra_jax.studies.sensitivity import sensitivities
 from libra_jax.types import LibraInputError
@@ -112,8 +114,6 @@ def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth
     bytes)."""
     if not c.export_astrasim:
         return
-    from libra_jax.inputs import astrasim
-
     delay = tm.endpoint_delay_ns
     if delay != int(delay):
         raise LibraInputError(
@@ -147,8 +147,6 @@ def _refuse_timing(c: LibraConfig, what: str) -> None:
 
 def _transformer_inputs(c: LibraConfig, npus):
     """(Transformer, Parallel, Npu) of a generated transformer workload, else None."""
-    from libra_jax.inputs import generators
-
     w = c.workload
     if w.generator not in ("transformer", "moe"):
         return None
@@ -158,8 +156,6 @@ def _transformer_inputs(c: LibraConfig, npus):
 
 def _check_generated_memory(c: LibraConfig) -> str | None:
     """For a generated transformer: the memory line to print; raises when it does not fit."""
-    from libra_jax.model import memory
-
     parsed = _transformer_inputs(c, None)
     if parsed is None:
         return None
@@ -173,10 +169,6 @@ def run_cosearch(c: LibraConfig, output_dir: pathlib.Path) -> float:
     """Mapping co-search (``cosearch.enabled=true``): print the ranking and write result.json
     for the best mapping, with a ``cosearch`` entry (top-k, reference, dropped counts);
     returns the best mapping's step time in ns."""
-    from libra_jax.inputs.generators import transformer_workload
-    from libra_jax.inputs.workload import load_communicator
-    from libra_jax.studies import cosearch
-
     if c.workload.generator not in ("transformer", "moe"):
         raise LibraInputError(
             f"cosearch.enabled=true needs a generated transformer workload "
@@ -210,7 +202,7 @@ def run_cosearch(c: LibraConfig, output_dir: pathlib.Path) -> float:
     # The best mapping, solved and reported like a single run (with the equal-split baseline).
     best_par = dataclasses.replace(par, tp=res.best.degrees[0], pp=res.best.degrees[1],
                                    dp=res.best.degrees[2], placement=res.best.placement)
-    best_wl = transformer_workload(model, best_par, npu, network.num_dims,
+    best_wl = generators.transformer_workload(model, best_par, npu, network.num_dims,
                                    f"generator {c.workload.generator} (co-search best)")
     problem = build_problem(network, best_wl, cost_rates, spec)
     with runtime.CompileClock() as clock:

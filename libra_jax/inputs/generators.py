@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from libra_jax.inputs.workload import Workload
-from libra_jax.types import Collective, LibraInputError
+from libra_jax.types import BLOCK_ABBREV, Collective, LibraInputError
 
 GENERATORS = ("transformer", "moe", "resnet50", "dlrm")
 CONVENTIONS = ("libra", "megatron")
@@ -194,8 +194,6 @@ class Placement:
         their blocks); without ``blocks``, the factor on every dim: ``TP=4x4x1x1, PP=1x1x1x1,
         DP=1x2x4x32`` (what the scan's rows hold: it does not depend on the blocks, so designs
         that differ only in equally priced blocks stay ties)."""
-        from libra_jax.types import BLOCK_ABBREV
-
         parts = []
         for name, f in (("TP", self.tp), ("PP", self.pp), ("DP", self.dp)):
             if blocks is None:
