@@ -371,7 +371,13 @@ def to_inputs(
       LibraInputError: any bad or inconsistent input; the message names the config key (or the
         file and field) and the offending value.
     """
-    c = _as_config(cfg)
+    return _inputs(_as_config(cfg), base_dir)
+
+
+def _inputs(
+    c: LibraConfig, base_dir: str | os.PathLike | None
+) -> tuple[Network, Workload, np.ndarray | None, ConstraintSpec]:
+    """:func:`to_inputs` of a config already through the schema (:func:`_as_config`)."""
     if c.workloads is not None:
         raise LibraInputError(
             "workloads is set: this is a multi-workload run (see to_multi_inputs)."
@@ -564,10 +570,10 @@ def to_multi_inputs(cfg: Any, base_dir: str | os.PathLike | None = None):
         sub = dataclasses.replace(
             c,
             workload=WorkloadConfig(file=entry.file, communicator_file=entry.communicator_file),
-            workloads=None, weights=None, objective="perf",
+            workloads=None, weights=None, objective=Objective.perf,
         )
         try:
-            network, workload, cost_rates, spec = to_inputs(sub, base_dir)
+            network, workload, cost_rates, spec = _inputs(sub, base_dir)
             path = resolve_path(entry.file, "workload.file", base_dir)
         except LibraInputError as e:
             msg = str(e).replace("workload.communicator_file", f"workloads[{i}].communicator_file")
