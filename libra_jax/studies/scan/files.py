@@ -53,7 +53,8 @@ def arrow_schema():
     return pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
 
 
-def _fsync_dir(path: pathlib.Path) -> None:
+def _fsync(path: pathlib.Path) -> None:
+    """fsync of a file or a directory."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -69,15 +70,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[pathlib.Path], None])
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    _fsync(path.parent)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -173,8 +173,6 @@ def _label_points(front: list[dict], rank_by: str, n: int) -> list[dict]:
     return [front[i] for i in sorted(out[:n])]  # front order (callers sort by cost)
 
 
-
-
 def pareto_figure(summary: Summary, workloads: list[str], rank_by: str, labels: int) -> Figure:
     """Per-workload panel: sampled designs, the Pareto front, some front points labelled.
 
