@@ -14,13 +14,12 @@ from libra_jax.inputs import LIBRA_INPUTS_DIR
 from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-CONF_DIR = REPO / "conf"
-PRESETS = sorted(p.stem for p in (CONF_DIR / "conf").glob("*.yaml"))
+PRESETS = config.presets()
 TIERS_3D = ["InterPackage", "InterNode", "InterPod"]
 
 
 def _compose(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
 
 
