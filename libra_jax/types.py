@@ -69,8 +69,8 @@ def float64(fn):
 
     The solvers certify gaps of 1e-6 and violations of 1e-9, which need float64. Rather than
     flip JAX's global default when a module is imported (which would change every user's
-    dtype), each public solver entry point carries this decorator, and the command-line
-    entry points turn float64 on once for the whole process (`libra_jax.cli.config`).
+    dtype), each public solver entry point carries this decorator, and so does each
+    command's Hydra ``main`` (`libra_jax.cli.train`, `.evaluate`, `.scan`).
     Kernels asked for ``dtype=float32`` still run in float32 inside.
     """
 
