@@ -100,9 +100,10 @@ def _ratios(traffic, act, comp, paired):
 
 def _rows(p: Problem, x, tol, scale):
     """Active rows on bw as equalities: [equality rows | active inequality rows (box
-    included) | pins of fixed dims]. Returns (a [N, D], b [N], on [N], n_eq, g_on [M]):
-    g_on marks the inequality rows that take part, active or not."""
-    g, h, g_on, _ = ipm.linear_rows(p, jnp.asarray(0.0, x.dtype), jnp.asarray(False))
+    included) | pins of fixed dims]. Returns (a [N, D], b [N], on [N], n_eq, n_gen, g_live
+    [N]): the inequality rows start at n_eq, their first n_gen are the user rows and the cap
+    (`ipm.linear_rows`); g_live marks the inequality rows that take part, active or not."""
+    g, h, g_on, n_gen = ipm.linear_rows(p, jnp.asarray(0.0, x.dtype), jnp.asarray(False))
     e, f, e_on = ipm.equality_rows(p)
     fixed, value = ipm.fixed_dims(p)
     g_act = g_on & (h - g @ x <= jnp.minimum(tol, ROW_TOL_MAX) * scale)
@@ -110,7 +111,8 @@ def _rows(p: Problem, x, tol, scale):
     a = jnp.concatenate([e, g, eye])
     b = jnp.concatenate([f, h, value])
     on = jnp.concatenate([e_on, g_act, fixed])
-    return a, b, on, e.shape[0], g_on
+    g_live = jnp.concatenate([jnp.zeros_like(e_on), g_on, jnp.zeros_like(fixed)])
+    return a, b, on, e.shape[0], n_gen, g_live
 
 
 def _spd_solve(s, rhs, on):
@@ -154,10 +156,16 @@ def _pair_multipliers(act, coef, weight, load, has_phase, paired):
     return lam
 
 
+def _used_dims_positive(p: Problem, bw):
+    """[] bool: every dim a phase uses has bw > 0 (a / bw has no meaning at bw <= 0, where
+    the model's time would come out negative, not infinite)."""
+    return jnp.all(jnp.where(jnp.any(p.traffic_gb > 0, axis=0), bw > 0, True))
+
+
 def _candidate(p: Problem, x, tol):
     """The exact step for one tolerance: (bw [D], step_s, lb_s, violation)."""
     dt = x.dtype
-    k, d = p.traffic_gb.shape
+    d = p.traffic_gb.shape[1]
     used = p.traffic_gb > 0
     scale = jnp.maximum(jnp.max(p.upper), 1e-300)
     times = model.dim_times_s(x, p)  # [K, D]
@@ -187,16 +195,12 @@ def _candidate(p: Problem, x, tol):
     var = live | prox
     cols = onehot * alpha[:, None] + jnp.diag(jnp.where(~paired & ~fixed, 1.0, 0.0))
     const = jnp.where(~paired & fixed, value, 0.0)
-    a_bw, b, on, n_eq, g_on = _rows(p, x, tol, scale)
+    a_bw, b, on, n_eq, n_gen, g_live = _rows(p, x, tol, scale)
     a_z = a_bw @ cols
     b_z = b - a_bw @ const
     z0 = jnp.where(var, x, 0.0)
     h_live = jnp.where(live, 2.0 * big_b / jnp.where(live, z0, 1.0) ** 3, jnp.inf)
     eps = 1e-2 * jnp.where(jnp.any(live), jnp.min(h_live), 1.0)
-
-    n_g = a_bw.shape[0] - n_eq - d
-    is_g = (jnp.arange(a_bw.shape[0]) >= n_eq) & (jnp.arange(a_bw.shape[0]) < n_eq + n_g)
-    g_live = jnp.concatenate([jnp.zeros(n_eq, bool), g_on, jnp.zeros(d, bool)])
 
     def newton(carry, _):
         z, on = carry
@@ -214,7 +218,7 @@ def _candidate(p: Problem, x, tol):
         # blocks it and joins the active set (a primal active-set step).
         slack = b_z - a_z @ z
         rate = a_z @ dz
-        cross = is_g & g_live & ~on & (rate > 0)
+        cross = g_live & ~on & (rate > 0)
         ratio = jnp.where(cross, jnp.maximum(slack, 0.0) / jnp.where(cross, rate, 1.0),
                           jnp.inf)
         j = jnp.argmin(ratio)
@@ -235,7 +239,6 @@ def _candidate(p: Problem, x, tol):
     safe_bw = jnp.where(paired, bw, 1.0)
     coef = jnp.where(act, p.traffic_gb / safe_bw[None, :], 0.0)  # [K, D] (= t_k if tied)
     lam_pair = _pair_multipliers(act, coef, p.weight, bw * (a_bw.T @ nu), has_phase, paired)
-    _, _, _, n_gen = ipm.linear_rows(p, jnp.asarray(0.0, dt), jnp.asarray(False))
     lam_gen = jnp.maximum(nu[n_eq:n_eq + n_gen], 0.0)
     lam_gen = jnp.concatenate([lam_gen[:-1], jnp.zeros((1,), dt)])  # (no cost cap here)
     lb = ipm.lagrangian_bound(p, lam_pair, jnp.zeros(p.row_on.shape, dt), lam_gen,
@@ -243,9 +246,7 @@ def _candidate(p: Problem, x, tol):
     step = model.step_time_s(bw, p)
     viol = model.max_violation(bw, p)
     ok = jnp.all(consistent) & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
-    # (Every used dim strictly positive: a / bw has no meaning at bw <= 0, where the model's
-    # time would come out negative, not infinite.)
-    ok = ok & jnp.all(jnp.where(jnp.any(used, axis=0), bw > 0, True))
+    ok = ok & _used_dims_positive(p, bw)
     lb = jnp.where(ok & jnp.isfinite(lb), lb, -jnp.inf)
     return bw, jnp.where(ok, step, jnp.inf), lb, jnp.where(ok, viol, jnp.inf)
 
@@ -263,8 +264,7 @@ def exact_step(p: Problem, x, viol_tol) -> ExactStep:
     (`ModelRows`) keep x and get no bound (the reduction covers the phase pairs only).
     """
     dt = x.dtype
-    positive = jnp.all(jnp.where(jnp.any(p.traffic_gb > 0, axis=0), x > 0, True))
-    step_x = jnp.where(positive, model.step_time_s(x, p), jnp.inf)
+    step_x = jnp.where(_used_dims_positive(p, x), model.step_time_s(x, p), jnp.inf)
     viol_x = model.max_violation(x, p)
     limit = jnp.maximum(viol_tol, viol_x)
 
