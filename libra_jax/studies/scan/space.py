@@ -36,7 +36,7 @@ from libra_jax.inputs.generators import Placement, parallel_communicators
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import network_from_lists
 from libra_jax.inputs.workload import load_workload
-from libra_jax.studies.cosearch import enumerate_placements, placement_from_communicator
+from libra_jax.studies.cosearch import enumerate_placements
 from libra_jax.studies.scan.config import (
     Mapping,
     ScanConfig,
@@ -246,8 +246,8 @@ def fixed_placement(shape: tuple[int, ...], tp: int) -> Placement | None:
     if comms is None:
         return None
     tp_comm, dp_comm = comms
-    return placement_from_communicator(np.array([tp_comm, tp_comm, dp_comm]), shape,
-                                       f"shape {list(shape)}")
+    return Placement(tuple(max(int(g), 1) for g in tp_comm), (1,) * len(shape),
+                     tuple(max(int(g), 1) for g in dp_comm))
 
 
 def workload_placements(w: ScanWorkload, shape: tuple[int, ...]) -> list[Placement]:
