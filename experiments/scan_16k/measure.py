@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-import resource
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ from omegaconf import OmegaConf
 
 import libra_jax.cli.scan  # noqa: F401  (registers the base_scan schema)
 from libra_jax.studies import scan
+from libra_jax.studies.scan.run import peak_rss_mb
 from libra_jax.studies.scan.space import chunked
 from libra_jax.types import float64
 
@@ -42,10 +42,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 def load(name: str, overrides: list[str]) -> scan.ScanConfig:
     with initialize_config_dir(str(HERE), version_base="1.3"):
         return OmegaConf.to_object(compose(name, overrides=overrides))
-
-
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def per_dim(space: scan.ScanSpace) -> dict[int, int]:
@@ -69,14 +65,14 @@ def count(cfg: scan.ScanConfig) -> None:
 
 def enumerate_designs(cfg: scan.ScanConfig, n: int) -> None:
     space = scan.make_space(cfg)
-    before = rss_mb()
+    before = peak_rss_mb()
     t = time.perf_counter()
     seen = 0
     for chunk in chunked(scan.iter_designs(space, 0, n), cfg.scan.chunk_size):
         seen += len(chunk)
     s = time.perf_counter() - t
     print(f"enumerated {seen:,} designs in {s:.1f} s: {seen / s:,.0f} designs/s; peak RSS "
-          f"{before:.0f} MB before, {rss_mb():.0f} MB after")
+          f"{before:.0f} MB before, {peak_rss_mb():.0f} MB after")
 
 
 @float64
@@ -112,7 +108,7 @@ def solve(cfg: scan.ScanConfig, chunks: int) -> None:
                   f"{what} -> {n_d / rate / 3600:.3f} h", flush=True)
             start += n_d
     print(f"estimate for the whole space on this machine: {est / 3600:.2f} h "
-          f"(one process; peak RSS {rss_mb():.0f} MB)")
+          f"(one process; peak RSS {peak_rss_mb():.0f} MB)")
 
 
 def main(argv: list[str]) -> None:

@@ -59,6 +59,11 @@ def _fingerprint(cfg: ScanConfig, space: ScanSpace, fmt: Format) -> dict:
     }
 
 
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, MB (Linux: ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _max_ties(space: ScanSpace) -> int:
     """The most designs of one top-k tie group: the block choices of one shape."""
     return len(space.blocks) ** max(space.dims)
@@ -187,8 +192,7 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
               "complete": complete, "loop_seconds": loop_s,
               "designs_per_s": result.designs_per_s,
               "wall_seconds": time.perf_counter() - start, "timings_s": timings,
-              # the process's peak resident memory so far (Linux: ru_maxrss in KiB)
-              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+              "peak_rss_mb": peak_rss_mb()}
     if shard.count == 1:
         write_text(out / "scan_summary.json",
                    json.dumps(dict(record, status_counts=status_counts), indent=1))
@@ -227,7 +231,7 @@ def merge_scan(output_dir: str | os.PathLike, report: ReportConfig) -> ScanResul
         "total_designs": m["total_designs"], "skipped": m["skipped"],
         "chunks": len(shards.chunk_files), "complete": True,
         "merged_shards": len(shards.done), "wall_seconds": seconds,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
         "timings_s": result.timings, "status_counts": summ.status,
         "shards": shards.done}, indent=1))
     return result
