@@ -59,10 +59,12 @@ def status_codes(started_inside, finite, gap, rel_viol, gap_tol: float = GAP_TOL
 
 
 def relative_gap(value, lb):
-    """(value - lb) / lb clipped at 0, +inf where the bound is not positive (numpy)."""
+    """(value - lb) / lb clipped at 0, +inf where the bound is not positive, elementwise:
+    numpy on the host, jnp for jax arrays (inside jit too)."""
+    xp = jnp if isinstance(value, jax.Array) or isinstance(lb, jax.Array) else np
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(lb > 0, np.maximum(value - lb, 0.0) / np.where(lb > 0, lb, 1.0),
-                        np.inf)
+        return xp.where(lb > 0, xp.maximum(value - lb, 0.0) / xp.where(lb > 0, lb, 1.0),
+                        xp.inf)
 
 
 class EpigraphRows(NamedTuple):

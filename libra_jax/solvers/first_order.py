@@ -50,7 +50,7 @@ import optax
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
 from libra_jax.solvers import active_set
-from libra_jax.solvers.certificate import VIOLATION_TOL, status_codes
+from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
 from libra_jax.types import float64
 
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
@@ -389,7 +389,7 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     )
     finite = (inputs_finite & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
               & jnp.isfinite(viol) & jnp.all(jnp.isfinite(losses)))
-    gap = jnp.where(lb > 0, jnp.maximum(step - lb, 0.0) / jnp.where(lb > 0, lb, 1.0), jnp.inf)
+    gap = relative_gap(step, lb)
     status = status_codes(True, finite, gap, jnp.maximum(viol, 0.0) / viol_scale)
     return FirstOrderResult(bw=bw, step_s=step, max_violation=viol, lower_bound_s=lb,
                             status=status.astype(jnp.int32), losses=losses)
