@@ -488,15 +488,27 @@ def test_scan_real_solver_dedup_matches_full(tmp_path):
     np.testing.assert_allclose(ra[0]["step_time_ns"], solve(p).step_time_ns, rtol=1e-9)
 
 
-def _cli(tmp_path, *overrides):
+def _cli(tmp_path, *overrides, multirun=False) -> subprocess.CompletedProcess:
+    """`python -m libra_jax.scan [-m]` on a 27-design space (run dir ``hydra/``, sweep dir
+    ``sweep/``); ``.pid``: the process's id (test_scan_shards uses it too)."""
     env = dict(os.environ, HYDRA_FULL_ERROR="0", PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "libra_jax.scan", "space.npus=16", "space.max_dims=2",
-         "space.budgets_gbps=[100]", "workloads=[{file: workload/GPT_3.txt, tp: 4}]",
-         "scan.chunk_size=8", "scan.solve_chunk=8", f"hydra.run.dir={tmp_path / 'hydra'}",
+    with subprocess.Popen(
+        [sys.executable, "-m", "libra_jax.scan", *["-m"] * multirun, "space.npus=16",
+         "space.max_dims=2", "space.budgets_gbps=[100]",
+         "workloads=[{file: workload/GPT_3.txt, tp: 4}]", "scan.chunk_size=8",
+         "scan.solve_chunk=8", f"hydra.run.dir={tmp_path / 'hydra'}",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}",
          f"compilation_cache_dir={tmp_path / 'jax_cache'}", *overrides],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    done.pid = proc.pid
+    return done
 
 
 def test_cli_tiny_scan(tmp_path):

@@ -8,26 +8,19 @@ real solver in subprocesses (`python -m libra_jax.scan -m ... hydra/launcher=lib
 
 from __future__ import annotations
 
-import os
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
-from test_scan import FakeSolver, _cfg
+from test_scan import FakeSolver, _cfg, _cli
 
 from libra_jax.studies import scan
 from libra_jax.studies.scan.files import read_json
 from libra_jax.studies.scan.summary import Summary
 from libra_jax.types import LibraInputError
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
 
 # --------------------------------------------------------------------------- the split
 
@@ -213,30 +206,13 @@ def test_merge_refuses_missing_shards_and_other_scans(tmp_path):
 # ------------------------------------------------------- Hydra launchers, the command
 
 
-def _scan_cli(tmp_path, *overrides, multirun=False) -> subprocess.CompletedProcess:
-    """`python -m libra_jax.scan [-m]` on a 27-design space; ``.pid``: the process's id."""
-    env = dict(os.environ, HYDRA_FULL_ERROR="0", PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "libra_jax.scan", *["-m"] * multirun, "space.npus=16", "space.max_dims=2",
-         "space.budgets_gbps=[100]", "workloads=[{file: workload/GPT_3.txt, tp: 4}]",
-         "scan.chunk_size=8", "scan.solve_chunk=8", f"hydra.run.dir={tmp_path / 'run'}",
-         f"hydra.sweep.dir={tmp_path / 'sweep'}",
-         f"compilation_cache_dir={tmp_path / 'jax_cache'}", *overrides],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    stdout, stderr = proc.communicate(timeout=300)
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    done.pid = proc.pid
-    return done
-
-
 def test_three_shards_by_joblib_merge_into_the_unsharded_bytes(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     one, out = tmp_path / "one", tmp_path / "sharded"
-    proc = _scan_cli(tmp_path, f"scan.output_dir={one}")  # also fills the compile cache
+    proc = _cli(tmp_path, f"scan.output_dir={one}")  # also fills the compile cache
     assert proc.returncode == 0, proc.stderr
-    proc = _scan_cli(tmp_path, "scan.num_shards=3", "scan.shard_index=range(0,3)",
-                     f"scan.output_dir={out}", "hydra/launcher=libra_joblib", multirun=True)
+    proc = _cli(tmp_path, "scan.num_shards=3", "scan.shard_index=range(0,3)",
+                f"scan.output_dir={out}", "hydra/launcher=libra_joblib", multirun=True)
     assert proc.returncode == 0, proc.stderr
     assert "Joblib.Parallel(n_jobs=3,backend=loky" in proc.stdout + proc.stderr
     assert not (out / "top_k.md").exists()  # no shard summarises
@@ -246,7 +222,7 @@ def test_three_shards_by_joblib_merge_into_the_unsharded_bytes(tmp_path):
     log = (tmp_path / "sweep" / "1" / "scan.log").read_text()
     assert "shard 1 of 3: designs 9..17 of 27 in 2 chunks" in log
 
-    proc = _scan_cli(tmp_path, "scan.merge=true", f"scan.output_dir={out}")
+    proc = _cli(tmp_path, "scan.merge=true", f"scan.output_dir={out}")
     assert proc.returncode == 0, proc.stderr
     assert "| 1 | GPT_3 |" in proc.stdout
     for name in ("top_k.md", "pareto_front.csv"):
@@ -260,7 +236,7 @@ def test_three_shards_by_joblib_merge_into_the_unsharded_bytes(tmp_path):
 
 def test_shards_and_merge_need_one_output_dir(tmp_path):
     for key in ("scan.num_shards=2", "scan.merge=true"):
-        proc = _scan_cli(tmp_path, key)
+        proc = _cli(tmp_path, key)
         assert proc.returncode == 1
         assert f"error: {key.replace('=', ' = ')} needs scan.output_dir" in proc.stderr
 
