@@ -51,11 +51,11 @@ The format is an explicit setting (``parquet`` by default, pyarrow being a depen
 which packages are installed: the same settings resume the same scan anywhere, and a
 different format is refused, naming it.
 
-The optimal bandwidths of the `perf` problem depend on the traffic (shape, workload) and the
-budget only, not on the building blocks or cost tiers, which only price the result. With
-``scan.dedup=true`` (default) a chunk solves each distinct (shape, workload, budget) problem
-once and prices it for every design sharing it; ``scan.dedup=false`` solves every design
-(same numbers, tested).
+The optimal bandwidths of the `perf` problem depend on the traffic (shape, workload, mapping)
+and the budget only, not on the building blocks or cost tiers, which only price the result.
+With ``scan.dedup=true`` (default) a chunk solves each distinct (shape, workload, mapping,
+budget) problem once and prices it for every design sharing it; ``scan.dedup=false`` solves
+every design (same numbers, tested).
 
 Modules, in the order of the data: `config` (schema), `space` (validation, enumeration),
 `problems` (a chunk's stacked problems and result rows), `files` (formats, atomic writes),

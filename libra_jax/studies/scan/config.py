@@ -100,7 +100,7 @@ class RunConfig:
     solve_chunk: Optional[int] = None  # most problems per device call (null: the engine's
     #   default, batch.default_max_chunk: 1024 on CPUs, 65536 on GPUs)
     dtype: Dtype = Dtype.float64  # the kernel's precision (certified in float64)
-    dedup: bool = True  # solve each distinct (shape, workload, budget) once per chunk
+    dedup: bool = True  # solve each distinct (shape, workload, mapping, budget) once per chunk
     format: Format = Format.parquet  # chunk files (part of the resume identity)
     max_chunks: Optional[int] = None  # compute at most this many chunks, then stop
     progress: bool = True  # progress bar on stderr (only when stderr is a terminal)
