@@ -111,9 +111,11 @@ def violation_scale(p: Problem) -> float:
     return float(max(np.sum(np.asarray(p.upper)), 1e-300))
 
 
+@float64
 def design_metrics(p: Problem, bw) -> tuple[float, float, float | None]:
     """(step time ns, communication time ns, network cost $ or None without a cost model)
-    of the bandwidths ``bw`` [D] on problem ``p`` (host floats)."""
+    of the bandwidths ``bw`` [D] on problem ``p`` (host floats, evaluated in float64 whoever
+    calls: `result_from_batch` runs outside the solvers' float64 calls)."""
     bw = jnp.asarray(bw)
     step = float(model.step_time_s(bw, p)) * 1e9
     comm = float(model.comm_time_s(bw, p)) * 1e9

@@ -15,7 +15,7 @@ from libra_jax.model import timing
 from libra_jax.model.problem import ConstraintSpec
 from libra_jax.solvers import batch
 from libra_jax.solvers import solve as solve_mod
-from libra_jax.types import LibraInputError
+from libra_jax.types import LibraInputError, float64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +28,7 @@ class ChunkChoice:
     problems: tuple = ()  # the Problem of each candidate, same order
 
 
+@float64
 def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
                        tm: timing.TimingModel, chunks: Sequence[int], objective: str = "perf",
                        method: str = "ipm") -> ChunkChoice:
