@@ -32,12 +32,10 @@ class ChunkChoice:
 def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
                        tm: timing.TimingModel, chunks: Sequence[int], objective: str = "perf",
                        method: str = "ipm") -> ChunkChoice:
-    """Optimises the bandwidths for every chunk count in ``chunks`` and picks the best pair.
-
-    More chunks pipeline better across dimensions but pay the per-step latency once per
-    chunk, so the best count depends on the bandwidths and the other way round. For
-    ``perf`` the candidates have the same array shapes and are solved in one batched call
-    (`batch.solve_batch`); ``perf_per_cost`` runs one certified search per candidate.
+    """Optimises the bandwidths for every chunk count in ``chunks`` and picks the best pair
+    (see the module docstring). For ``perf`` the candidates have the same array shapes and
+    are solved in one batched call (`batch.solve_batch`, with either method);
+    ``perf_per_cost`` runs one certified search per candidate.
     The best is the least objective among the results with status ok (all of them when
     none is ok).
     """
@@ -48,10 +46,10 @@ def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: Constra
     if not cands or len(set(cands)) != len(cands):
         raise LibraInputError(f"system.chunks = {list(chunks)}: give distinct counts >= 1.")
     problems = [timing.build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec,
-                                    dataclasses.replace(tm, chunks=k)) for k in cands]
-    if objective == "perf" and method == "ipm":
+                                           dataclasses.replace(tm, chunks=k)) for k in cands]
+    if objective == "perf":
         start = time.perf_counter()
-        out = batch.solve_batch(problems)
+        out = batch.solve_batch(problems, method=method)
         seconds = time.perf_counter() - start  # the whole batch: every candidate at once
         results = tuple(solve_mod.result_from_batch(p, out, i, seconds)
                         for i, p in enumerate(problems))
