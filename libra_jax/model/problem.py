@@ -209,15 +209,16 @@ ARRAY_FIELDS = tuple(f for f in dataclasses.fields(Problem) if "axes" in f.metad
 SIZE_AXES = "DKIEJR"
 
 
+#: (field name, axis counted from the end) that carries each size of `SIZE_AXES`: the first
+#: array field whose metadata names it.
+_SIZE_SOURCES = tuple(next((f.name, i - len(f.metadata["axes"])) for f in ARRAY_FIELDS
+                           for i, a in enumerate(f.metadata["axes"]) if a == size)
+                      for size in SIZE_AXES)
+
+
 def problem_sizes(p: Problem) -> tuple[int, ...]:
     """(D, K, I, E, J, R) of a problem, or of a stacked batch (from the trailing axes)."""
-    found: dict[str, int] = {}
-    for f in ARRAY_FIELDS:
-        axes = f.metadata["axes"]
-        if axes:
-            shape = np.shape(getattr(p, f.name))[-len(axes):]
-            found.update(zip(axes, shape))
-    return tuple(found[a] for a in SIZE_AXES)
+    return tuple(np.shape(getattr(p, name))[axis] for name, axis in _SIZE_SOURCES)
 
 
 def no_rows(lead: tuple[int, ...], num_dims: int) -> dict:
