@@ -56,9 +56,9 @@ from libra_jax.types import float64
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
 _BISECTION_STEPS = 80  # halvings of the dual bracket (float64: 2^-80 of the bracket)
-_ONES_TOL = 1e-12
+_ONES_TOL = 1e-12  # a row is "the sum row" when all its entries agree to this
 _FLOOR = 1e-9  # smallest bandwidth of a used dim, relative to max(upper)
-_MAPPING_STEP = 1e-3  # largest coordinate move (scaled units) of the gradient mapping  # a row is "the sum row" when all its entries agree to this
+_MAPPING_STEP = 1e-3  # largest coordinate move (scaled units) of the gradient mapping
 
 
 # Registry of Optax optimizers: name -> factory(learning_rate schedule).
