@@ -53,9 +53,8 @@ from libra_jax.solvers.certificate import (
 )
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
 
-# The engine's certificates are float64 (a float32 kernel is an explicit dtype choice), as in
-# solve.py: every entry point that solves goes through one of the two modules.
-
+# The engine's certificates are float64 (a float32 kernel is an explicit dtype choice): its
+# entry points, like solve.py's, carry `types.float64`.
 CHUNK_LADDER = (16, 1024, 65536, 524288)
 
 
