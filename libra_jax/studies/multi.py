@@ -188,11 +188,9 @@ class _SlowdownKernel(NamedTuple):
     """The barrier solve of the worst slowdown (`_slowdown_jit`)."""
 
     bw: jax.Array  # [D]
-    s: jax.Array  # [] the epigraph variable of the worst slowdown
     theta: jax.Array  # [N] multipliers of the workload rows
     finite: jax.Array  # [] bool
     started_inside: jax.Array  # [] bool
-    centred: jax.Array  # [] bool
 
 
 class WorstSlowdown(NamedTuple):
@@ -239,8 +237,8 @@ def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig(
 
     res = barrier_minimize(obj, jnp.zeros((), dt), z0, data, config)
     theta = res.lam[m:]
-    return _SlowdownKernel(bw=res.z[:d], s=res.z[d], theta=theta, finite=res.finite,
-                           started_inside=res.started_inside, centred=res.centred)
+    return _SlowdownKernel(bw=res.z[:d], theta=theta, finite=res.finite,
+                           started_inside=res.started_inside)
 
 
 def _slowdowns(bw, problems, own_s) -> np.ndarray:
