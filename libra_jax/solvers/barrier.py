@@ -71,8 +71,7 @@ def _slacks(z: jax.Array, data: BarrierData):
     used = data.epi_on
     safe_bw = jnp.where(used, bw[None, :], 1.0)
     epi = jnp.where(used, t[:k, None] - data.epi_traffic / safe_bw, 1.0)
-    pos = jnp.where(used, bw[None, :], 1.0)
-    inside = jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(pos > 0)
+    inside = jnp.all(lin > 0) & jnp.all(epi > 0) & jnp.all(safe_bw > 0)
     return lin, epi, inside
 
 
