@@ -124,3 +124,39 @@ def test_docstring_example_runs_and_solves_turing_nlg():
     assert len(many.status) == 1000 and all(s == "ok" for s in many.status)
     np.testing.assert_allclose(many.bandwidth_gbps[17], result.bandwidth_gbps, rtol=1e-9)
     assert np.isclose(float(step_s) * 1e9, result.step_time_ns, rtol=1e-9)
+
+
+def test_public_api_is_float64_without_the_callers_x64_switch():
+    """A Python user who never turns on jax_enable_x64 still gets float64 results from the
+    solvers (the test process has x64 on, so this runs in a fresh interpreter)."""
+    import json
+    import subprocess
+    import sys
+
+    code = textwrap.dedent("""
+        import json, jax, numpy as np, libra_jax as lj
+        inputs = lj.LIBRA_INPUTS_DIR
+        net = lj.parse_notation("RI(16)_FC(8)_SW(32)")
+        wl = lj.load_workload(inputs / "workload/Turing_NLG.txt",
+                              inputs / "communicator/Turing_NLG_3D.yml", net.num_dims)
+        p = lj.build_problem(net, wl, None, lj.ConstraintSpec(total_bw_gbps=500.0))
+        r = lj.solve(p)
+        many = lj.solve_batch([p] * 3)
+        print(json.dumps({"x64": bool(jax.config.jax_enable_x64), "status": r.status,
+                          "step": r.step_time_ns, "gap": r.optimality_gap,
+                          "bw": np.asarray(r.bandwidth_gbps).tolist(),
+                          "batch_step": float(many.step_time_ns[2]),
+                          "dtype": str(np.asarray(many.bandwidth_gbps[0]).dtype)}))
+    """)
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True).stdout.strip().splitlines()[-1])
+    here = libra_jax.solve(libra_jax.build_problem(
+        libra_jax.parse_notation("RI(16)_FC(8)_SW(32)"),
+        libra_jax.load_workload(libra_jax.LIBRA_INPUTS_DIR / "workload/Turing_NLG.txt",
+                                libra_jax.LIBRA_INPUTS_DIR / "communicator/Turing_NLG_3D.yml",
+                                3),
+        None, libra_jax.ConstraintSpec(total_bw_gbps=500.0)))
+    assert out["x64"] is False  # the caller's default is untouched
+    assert out["status"] == "ok" and out["gap"] <= 1e-6 and out["dtype"] == "float64"
+    assert out["step"] == here.step_time_ns and out["batch_step"] == here.step_time_ns
+    np.testing.assert_array_equal(out["bw"], here.bandwidth_gbps)
