@@ -59,6 +59,25 @@ STATUS_NAMES = {
 }
 
 
+class Choice(str, enum.Enum):
+    """A choice field of a config schema (`cli.config`, the scan's `studies.scan.config`):
+    Hydra rejects any other value when it composes.
+
+    Members are named by their value, compare equal to it and hash like it
+    (``cfg.objective == "perf"``), and print as it (``str``, f-strings, ``repr``, JSON), so
+    code past the config sees the plain strings the model modules check against.
+    """
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 class LibraInputError(ValueError):
     """Bad user input. The message names the file or field, the line where there is one,
     and the offending value, in one paragraph (the CLI prints it without a traceback)."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import enum
 import os
 import pathlib
 import re
@@ -60,28 +59,10 @@ from libra_jax.model.pipelined import SCHEDULES
 from libra_jax.model.problem import ConstraintSpec
 from libra_jax.model.timing import MODELS, TRAINING_LOOPS, TimingModel, check_timing
 from libra_jax.studies.multi import MULTI_OBJECTIVES, check_weights
-from libra_jax.types import LibraInputError
+from libra_jax.types import Choice, LibraInputError
 
 #: ``config.yaml`` and its groups (``conf/conf/<preset>.yaml``, ...), inside the package.
 CONF_DIR = pathlib.Path(__file__).resolve().parents[1] / "conf"
-
-
-class Choice(str, enum.Enum):
-    """A choice field of the schema: Hydra rejects any other value when it composes.
-
-    Members are named by their value, compare equal to it and hash like it
-    (``cfg.objective == "perf"``), and print as it (``str``, f-strings, ``repr``, JSON), so
-    code past the config sees the plain strings the model modules check against.
-    """
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-    def __repr__(self) -> str:
-        return repr(self.value)
 
 
 def _choice(name: str, values: Sequence[str]) -> type[Choice]:

@@ -12,31 +12,31 @@ import dataclasses
 import enum
 from typing import List, Optional
 
-from libra_jax.types import LibraInputError
+from libra_jax.types import Choice, LibraInputError
 
 
-class Dtype(str, enum.Enum):
+class Dtype(Choice):
     """The solver kernel's precision (certificates are always float64)."""
 
     float64 = "float64"
     float32 = "float32"
 
 
-class Format(str, enum.Enum):
+class Format(Choice):
     """Chunk file format (see `libra_jax.studies.scan.files`)."""
 
     parquet = "parquet"
     csv = "csv"
 
 
-class Mapping(str, enum.Enum):
+class Mapping(Choice):
     """How a workload's TP and DP groups sit on each shape (`space.workload_placements`)."""
 
     fixed = "fixed"  # TP fills dims from the innermost outward, DP the rest (one per shape)
     search = "search"  # every TP x DP placement of the co-search (a design per placement)
 
 
-class RankBy(str, enum.Enum):
+class RankBy(Choice):
     """Column the top-k table ranks by (lower is better)."""
 
     time_x_cost = "time_x_cost"
