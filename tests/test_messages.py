@@ -13,20 +13,15 @@ import sys
 import types
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
+from test_config import _compose
 
 from libra_jax.cli import config, report
 from libra_jax.inputs import LIBRA_INPUTS_DIR
 from libra_jax.types import LibraInputError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _compose(*overrides: str):
-    with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
 
 
 def _cli(module: str, *args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
