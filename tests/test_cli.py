@@ -220,3 +220,16 @@ def test_compile_clock_nets_compilation_out_of_solve_seconds():
     clock.seconds = 0.75
     assert clock.net(Result(2.0)).solve_seconds == 2.0 - 0.75
     assert clock.net(Result(0.5)).solve_seconds == 0.0  # never negative
+
+
+def test_perf_per_cost_with_the_optax_method(tmp_path):
+    """solver.method=optax objective=perf_per_cost runs (price continuation; formerly
+    refused) and gives the pinned optimum, certified."""
+    run_dir = tmp_path / "run"
+    proc = _train("conf=dlrm", "objective=perf_per_cost", "solver.method=optax",
+                  f"hydra.run.dir={run_dir}", "compilation_cache_dir=null", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    case = _case("DLRM", "3d", "total_bw_500gbps", "perf_per_cost")
+    assert result["status"] == "ok" and result["optimality_gap"] <= 1e-6
+    assert _relative(result["time_x_cost"], case["time_x_cost"]) < 1e-6

@@ -366,3 +366,33 @@ def test_perf_per_cost_matches_grid(d, k, mix, count):
     assert len(results) == count
     for r in results:
         assert r["status"] == "ok", r["msg"]
+
+
+def _check_ppc_optax(groups):
+    for d, k, mix, count in groups:
+        rng = np.random.default_rng(77 + 100 * d + k)
+        for _ in range(count):
+            case = make_ppc_case(rng, k, d, mix)
+            p = build(case)
+            ref = solve(p, "perf_per_cost")
+            got = solve(p, "perf_per_cost", method="optax")
+            msg = f"{case.tags} rates={case.rates} ipm={ref} optax={got}"
+            assert got.status == "ok", msg
+            assert got.max_violation <= 1e-9, msg
+            assert abs(got.time_x_cost - ref.time_x_cost) <= 1e-6 * ref.time_x_cost, msg
+            assert got.lower_bound <= ref.time_x_cost * (1 + 1e-9), msg
+            assert ref.lower_bound <= got.time_x_cost * (1 + 1e-9), msg
+
+
+def test_perf_per_cost_with_optax_matches_the_interior_point():
+    """The Optax method's price continuation (`solve._perf_per_cost_priced`) on the random
+    perf_per_cost problems of one group (all groups: the slow test): ok, the same time x cost
+    as the interior point's cost-level search (itself checked against the cvxpy grid above)
+    within 1e-6, and neither bound above the other's best point (each is a certified lower
+    bound of the same optimum)."""
+    _check_ppc_optax(PPC_GROUPS[:1])
+
+
+@pytest.mark.slow
+def test_perf_per_cost_with_optax_matches_the_interior_point_on_every_group():
+    _check_ppc_optax(PPC_GROUPS)

@@ -77,7 +77,7 @@ class Objective(Choice):
 
 class SolverMethod(Choice):
     ipm = "ipm"  # primal-dual interior point (certified, default)
-    optax = "optax"  # first order (objective=perf only)
+    optax = "optax"  # first order, then an exact step on the active set
 
 
 class TotalBwMode(Choice):
@@ -374,11 +374,6 @@ def _inputs(
         )
 
     # Cheap consistency checks first, before any file is read.
-    if c.solver.method == "optax" and c.objective != "perf":
-        raise LibraInputError(
-            f"solver.method=optax supports objective=perf only (got objective={c.objective}); "
-            "use solver.method=ipm for perf_per_cost."
-        )
     source = _network_source(c.network)
     if c.cost_model.file is None:
         if c.objective == "perf_per_cost":

@@ -15,7 +15,10 @@ phases), so the problem restricted to the active set is
 
     minimise  sum_c B_c / sigma_c   subject to  A sigma = b   (the active rows in sigma),
 
-convex and smooth. Newton's method on its KKT conditions (diagonal Hessian 2 B_c / sigma_c^3;
+convex and smooth. With a price on the network cost (``price`` s/$; the price levels of
+perf_per_cost with the Optax method, `solve.py`) the objective is the step time + price x
+cost, which adds the constant gradient price * cost_rate @ cols to the reduced problem and
+nothing else. Newton's method on its KKT conditions (diagonal Hessian 2 B_c / sigma_c^3;
 the rows through the SPD Schur complement A H^-1 A^T, factored by `ipm.cholesky`, Jacobi
 scaled, dependent rows skipped) converges quadratically from the first-order point. Dims in no
 active pair limit no phase: they are variables with zero gradient and a re-centred proximal
@@ -23,12 +26,14 @@ Hessian, so the steps move them only as far as the active rows need (a dim the c
 fix is held at its value).
 
 Multipliers. The rows' nu is the least-norm solution of stationarity in the reduced
-variables (a_z^T nu = B_c / sigma_c^2 on the components, 0 on the free unpaired dims). Per
-dim, bw_d (A^T nu)_d is then the load the pair multipliers must carry; lam_kd >= 0 with
+variables (a_z^T nu = minus the reduced gradient: B_c / sigma_c^2 on the components, 0 on
+the free unpaired dims, less the price term). Per dim, bw_d (A^T nu + price cost_rate)_d is
+then the load the pair multipliers must carry; lam_kd >= 0 with
 sum_d lam_kd = w_k solves those equations by affine-scaling steps (`_pair_multipliers`: the
 least-norm solution can be negative when proportional phases tie the same dims). Any
 multipliers of the right signs give a valid lower bound (`ipm.lagrangian_bound`, weak
-duality): it is tight when the active set was right, and merely loose (never wrong) when not.
+duality; with a price, of the step time + price x cost, as the cap row's multiplier fixed at
+the price): it is tight when the active set was right, and merely loose (never wrong) when not.
 Several tolerances are tried (vmapped, two passes: see `PASSES`); the best feasible point and
 the best bound are kept.
 
@@ -61,7 +66,7 @@ class ExactStep(NamedTuple):
     """The exact step's best point and bound (arrays; batch axes in front under vmap)."""
 
     bw: jax.Array  # [D] GB/s: the lowest-step-time feasible candidate (or the input point)
-    step_s: jax.Array  # [] step time at bw
+    objective_s: jax.Array  # [] step time (+ price x cost) at bw
     lb_s: jax.Array  # [] best Lagrangian lower bound over the candidates (-inf if none)
     violation: jax.Array  # [] largest violation at bw (GB/s, unit-norm rows)
 
@@ -162,8 +167,8 @@ def _used_dims_positive(p: Problem, bw):
     return jnp.all(jnp.where(jnp.any(p.traffic_gb > 0, axis=0), bw > 0, True))
 
 
-def _candidate(p: Problem, x, tol):
-    """The exact step for one tolerance: (bw [D], step_s, lb_s, violation)."""
+def _candidate(p: Problem, x, tol, price):
+    """The exact step for one tolerance: (bw [D], objective_s, lb_s, violation)."""
     dt = x.dtype
     d = p.traffic_gb.shape[1]
     used = p.traffic_gb > 0
@@ -186,7 +191,7 @@ def _candidate(p: Problem, x, tol):
     big_b = jax.ops.segment_sum(jnp.where(has_phase, p.weight * beta, 0.0), phase_comp,
                                 num_segments=d)
     # Variables z [D]: sigma on each component's representative, and the dims in no active
-    # pair that the constraints do not fix (they limit no phase: zero gradient, and a
+    # pair that the constraints do not fix (they limit no phase: no step-time gradient, and a
     # re-centred proximal term eps |dz|^2 as their Hessian, so that the steps move them
     # only as far as the active rows need); bw = cols @ z + const.
     fixed, value = ipm.fixed_dims(p)
@@ -198,6 +203,8 @@ def _candidate(p: Problem, x, tol):
     a_bw, b, on, n_eq, n_gen, g_live = _rows(p, x, tol, scale)
     a_z = a_bw @ cols
     b_z = b - a_bw @ const
+    price_bw = price * p.cost_rate  # [D] s per GB/s: the cost term's gradient in bw
+    price_z = jnp.where(var, price_bw @ cols, 0.0)
     z0 = jnp.where(var, x, 0.0)
     h_live = jnp.where(live, 2.0 * big_b / jnp.where(live, z0, 1.0) ** 3, jnp.inf)
     eps = 1e-2 * jnp.where(jnp.any(live), jnp.min(h_live), 1.0)
@@ -205,7 +212,7 @@ def _candidate(p: Problem, x, tol):
     def newton(carry, _):
         z, on = carry
         safe = jnp.where(live, z, 1.0)
-        grad = jnp.where(live, -big_b / safe**2, 0.0)
+        grad = jnp.where(live, -big_b / safe**2, 0.0) + price_z
         hinv = jnp.where(live, safe**3 / (2.0 * jnp.where(live, big_b, 1.0)),
                          jnp.where(prox, 1.0 / eps, 0.0))
         resid = jnp.where(on, b_z - a_z @ z, 0.0)
@@ -230,20 +237,24 @@ def _candidate(p: Problem, x, tol):
     (z, on), _ = jax.lax.scan(newton, (z0, on), None, length=NEWTON_STEPS)
     bw = cols @ z + const
     # Row multipliers: stationarity in z, a_z^T nu = B / sigma^2 on the components and 0 on
-    # the free unpaired dims, least norm (nu = a_z w, (a_z^T a_z) w = q).
-    q = jnp.where(live, big_b / jnp.where(live, z, 1.0) ** 2, 0.0)
+    # the free unpaired dims (less the price term), least norm (nu = a_z w, (a_z^T a_z) w = q).
+    q = jnp.where(live, big_b / jnp.where(live, z, 1.0) ** 2, 0.0) - price_z
     m = jnp.where(on[:, None], a_z, 0.0)
     w = _spd_solve(m.T @ m, q, var)
     nu = m @ w
-    # Pair multipliers: sum_d lam_kd = w_k and sum_k lam_kd T_kd / bw_d = bw_d (A^T nu)_d.
+    # Pair multipliers: sum_d lam_kd = w_k and
+    # sum_k lam_kd T_kd / bw_d = bw_d (A^T nu + price cost_rate)_d.
     safe_bw = jnp.where(paired, bw, 1.0)
     coef = jnp.where(act, p.traffic_gb / safe_bw[None, :], 0.0)  # [K, D] (= t_k if tied)
-    lam_pair = _pair_multipliers(act, coef, p.weight, bw * (a_bw.T @ nu), has_phase, paired)
+    lam_pair = _pair_multipliers(act, coef, p.weight, bw * (a_bw.T @ nu + price_bw),
+                                 has_phase, paired)
+    # The price enters the bound as the cost row's multiplier (rows are unit-norm) at cap 0.
     lam_gen = jnp.maximum(nu[n_eq:n_eq + n_gen], 0.0)
-    lam_gen = jnp.concatenate([lam_gen[:-1], jnp.zeros((1,), dt)])  # (no cost cap here)
+    lam_gen = jnp.concatenate([lam_gen[:-1],
+                               jnp.reshape(price * jnp.sqrt(jnp.sum(p.cost_rate**2)), (1,))])
     lb = ipm.lagrangian_bound(p, lam_pair, jnp.zeros(p.row_on.shape, dt), lam_gen,
                               nu[:n_eq], jnp.asarray(0.0, dt))
-    step = model.step_time_s(bw, p)
+    step = objective_s(bw, p, price)
     viol = model.max_violation(bw, p)
     ok = jnp.all(consistent) & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
     ok = ok & _used_dims_positive(p, bw)
@@ -251,8 +262,14 @@ def _candidate(p: Problem, x, tol):
     return bw, jnp.where(ok, step, jnp.inf), lb, jnp.where(ok, viol, jnp.inf)
 
 
-def exact_step(p: Problem, x, viol_tol) -> ExactStep:
-    """The exact step from the point ``x`` [D] (see the module docstring).
+def objective_s(bw, p: Problem, price):
+    """[] the step time + ``price`` x network cost (s; price in s/$)."""
+    return model.step_time_s(bw, p) + price * model.network_cost_usd(bw, p)
+
+
+def exact_step(p: Problem, x, viol_tol, price=0.0) -> ExactStep:
+    """The exact step from the point ``x`` [D] (see the module docstring) for the objective
+    step time + ``price`` x network cost (s; ``price`` in s/$, 0: the step time).
 
     A first pass tries the tolerances of ``PASSES[0]`` from x; a second pass re-identifies
     the active set with the tighter ``PASSES[1]`` at the best point of the first (its ties
@@ -264,13 +281,14 @@ def exact_step(p: Problem, x, viol_tol) -> ExactStep:
     (`ModelRows`) keep x and get no bound (the reduction covers the phase pairs only).
     """
     dt = x.dtype
-    step_x = jnp.where(_used_dims_positive(p, x), model.step_time_s(x, p), jnp.inf)
+    price = jnp.asarray(price, dt)
+    step_x = jnp.where(_used_dims_positive(p, x), objective_s(x, p, price), jnp.inf)
     viol_x = model.max_violation(x, p)
     limit = jnp.maximum(viol_tol, viol_x)
 
     def one_pass(carry, tols):
         point, lb = carry
-        bws, steps, lbs, viols = jax.vmap(lambda t: _candidate(p, point, t))(tols)
+        bws, steps, lbs, viols = jax.vmap(lambda t: _candidate(p, point, t, price))(tols)
         steps = jnp.where(viols <= limit, steps, jnp.inf)
         i = jnp.argmin(steps)
         found = steps[i] < jnp.inf
@@ -284,6 +302,7 @@ def exact_step(p: Problem, x, viol_tol) -> ExactStep:
     no_rows = ~jnp.any(p.row_on)
     # A feasible candidate replaces an infeasible x even at a higher step time.
     take = ((step_c <= step_x) | ((viol_c <= viol_tol) & (viol_x > viol_tol))) & no_rows
-    return ExactStep(bw=jnp.where(take, bw_c, x), step_s=jnp.where(take, step_c, step_x),
+    return ExactStep(bw=jnp.where(take, bw_c, x),
+                     objective_s=jnp.where(take, step_c, step_x),
                      lb_s=jnp.where(no_rows, lb, -jnp.inf),
                      violation=jnp.where(take, viol_c, viol_x))

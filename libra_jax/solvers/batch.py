@@ -341,7 +341,11 @@ def _method_config(method: str, config, caps):
         return ipm.IpmConfig() if config is None else config
     if method == "optax":
         if caps is not None:
-            raise LibraInputError("solver.method = 'optax' takes no cost caps (perf only).")
+            raise LibraInputError(
+                "solver.method = 'optax' takes no cost caps: its first-order phase cannot "
+                "follow a tight cap (perf_per_cost with optax prices the cost instead, "
+                "`solve.solve`)."
+            )
         return first_order.FirstOrderConfig() if config is None else config
     raise LibraInputError(f"solver.method = {method!r}: choose 'ipm' or 'optax'.")
 

@@ -103,7 +103,9 @@ class FirstOrderResult(NamedTuple):
     bw: jax.Array  # [D] bandwidths (GB/s)
     step_s: jax.Array  # [] exact (unsmoothed) step time at bw (s)
     max_violation: jax.Array  # [] largest constraint violation (GB/s, unit-norm rows)
-    lower_bound_s: jax.Array  # [] certified lower bound of the optimum (s; -inf if none)
+    lower_bound_s: jax.Array  # [] certified lower bound of the optimum (s; -inf if none);
+    #                           with a price, of the minimum of step + price x cost
+    objective_s: jax.Array  # [] step time + price x cost at bw (= step_s at price 0)
     status: jax.Array  # [] int, a `types.Status` code
     losses: jax.Array  # [num_steps] augmented-Lagrangian objective per step (relative)
 
@@ -122,6 +124,25 @@ def default_params(dtype=jnp.float64) -> FirstOrderParams:
         learning_rate=jnp.asarray(1e-2, dtype),
         temperature0=jnp.asarray(1e-2, dtype),
         penalty=jnp.asarray(100.0, dtype),
+    )
+
+
+#: Settings of each warm-started step of a price continuation (perf_per_cost, `solve.py`):
+#: the point starts near the solution, so fewer steps at smaller learning rates.
+CONTINUATION_CONFIG = FirstOrderConfig(num_steps=2000)
+CONTINUATION_LEARNING_RATES = (1e-3, 3e-4)
+
+
+def continuation_params(dtype=jnp.float64) -> FirstOrderParams:
+    """The knobs of a price continuation, stacked over `CONTINUATION_LEARNING_RATES` (vmap
+    over them and keep the best point and the best bound). Measured on the 15 shipped
+    perf_per_cost cases along 40 prices from 0.01 to 3 times the optimal one: either rate
+    alone leaves 1-11 of the 40 prices of 1-2 cases uncertified, at different prices."""
+    n = len(CONTINUATION_LEARNING_RATES)
+    return FirstOrderParams(
+        learning_rate=jnp.asarray(CONTINUATION_LEARNING_RATES, dtype),
+        temperature0=jnp.full((n,), 1e-3, dtype),
+        penalty=jnp.full((n,), 100.0, dtype),
     )
 
 
@@ -286,16 +307,25 @@ def solve_first_order(
     p: Problem,
     params: FirstOrderParams | None = None,
     config: FirstOrderConfig = FirstOrderConfig(),
+    price=0.0,
+    start=None,
 ) -> FirstOrderResult:
-    """Minimises the step time with an Optax method, projection and augmented Lagrangian.
+    """Minimises the step time (+ ``price`` x network cost) with an Optax method, projection
+    and augmented Lagrangian.
 
-    Jitted (``config`` static); vmap it over problems and/or params. Never raises for
-    numerical trouble: see ``status``.
+    Jitted (``config`` static); vmap it over problems, params and/or prices. Never raises
+    for numerical trouble: see ``status``.
 
     Args:
       p: the problem (`problem.build_problem` / `problem.problem_from_arrays`).
       params: numeric knobs (`default_params()` if None).
       config: static settings.
+      price: s per $ of network cost added to the objective (the cost levels of
+        perf_per_cost; 0: the step time). ``lower_bound_s`` then bounds the minimum of
+        step time + price x cost, and the status certifies that objective.
+      start: [D] GB/s the first-order phase starts from (projected onto the box and the
+        total row; default ``p.interior``): a warm start, e.g. the solution at a nearby
+        price, with a smaller learning rate (see `continuation_params`).
 
     Returns:
       `FirstOrderResult`.
@@ -306,16 +336,20 @@ def solve_first_order(
     if params is None:
         params = default_params(p.lo.dtype)
     make_optimizer(config.method, 1.0)  # validate before tracing
-    return _solve_jit(p, params, config)
+    start = p.interior if start is None else jnp.asarray(start, p.lo.dtype)
+    return _solve_jit(p, params, config, price, start)
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _solve_jit(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
-    return _solve(p, params, config)
+def _solve_jit(p: Problem, params: FirstOrderParams, config: FirstOrderConfig, price, start):
+    return _solve(p, params, config, price, start)
 
 
-def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
+def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig, price=0.0,
+           start=None):
     dtype = p.lo.dtype
+    price = jnp.asarray(price, dtype)
+    start = p.interior if start is None else start
     n = config.num_steps
     scale = jnp.maximum(jnp.max(p.upper), 1e-300)
     # Used dims keep a tiny positive floor: at bw = 0 their time (and gradient) is infinite.
@@ -341,14 +375,15 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     a_in, b_in = p.a_in, p.b_in / scale
     on_eq, on_in = ~eq_mask, ~in_mask
 
-    x0 = project(p.interior / scale)
-    t_ref = model.comm_time_s(x0 * scale, p)
+    x0 = project(start / scale)
+    t_ref = model.comm_time_s(x0 * scale, p) + price * model.network_cost_usd(x0 * scale, p)
     t_ref = jnp.where(t_ref > 0, t_ref, 1.0)
     rho = params.penalty
     temp_decay = (FINAL_TEMPERATURE / params.temperature0) ** (1.0 / max(n - 1, 1))
 
     def lagrangian(x, temp, nu, lam):
-        f = smooth_comm_time_s(x * scale, p, temp) / t_ref
+        f = (smooth_comm_time_s(x * scale, p, temp)
+             + price * model.network_cost_usd(x * scale, p)) / t_ref
         r_eq = jnp.where(on_eq, a_eq @ x - b_eq, 0.0)
         r_in = jnp.where(on_in, a_in @ x - b_in, 0.0)
         al_eq = nu @ r_eq + 0.5 * rho * jnp.sum(r_eq**2)
@@ -377,19 +412,21 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig):
     bw = final.x * scale
     viol_scale = jnp.maximum(jnp.sum(p.upper), 1e-300)
     if config.exact_step:
-        ex = active_set.exact_step(p, bw, 0.1 * VIOLATION_TOL * viol_scale)
-        bw, step, viol, lb = ex.bw, ex.step_s, ex.violation, ex.lb_s
+        ex = active_set.exact_step(p, bw, 0.1 * VIOLATION_TOL * viol_scale, price)
+        bw, objective, viol, lb = ex.bw, ex.objective_s, ex.violation, ex.lb_s
     else:
-        step, viol = model.step_time_s(bw, p), model.max_violation(bw, p)
-        lb = jnp.asarray(-jnp.inf, dtype)
+        objective = active_set.objective_s(bw, p, price)
+        viol, lb = model.max_violation(bw, p), jnp.asarray(-jnp.inf, dtype)
+    step = model.step_time_s(bw, p)
     inputs_finite = (
         jnp.all(jnp.isfinite(p.traffic_gb)) & jnp.all(jnp.isfinite(p.weight))
         & jnp.isfinite(p.compute_s) & jnp.all(jnp.isfinite(p.upper))
         & jnp.all(jnp.isfinite(p.lo))
     )
-    finite = (inputs_finite & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(step)
+    finite = (inputs_finite & jnp.all(jnp.isfinite(bw)) & jnp.isfinite(objective)
               & jnp.isfinite(viol) & jnp.all(jnp.isfinite(losses)))
-    gap = relative_gap(step, lb)
+    gap = relative_gap(objective, lb)
     status = status_codes(True, finite, gap, jnp.maximum(viol, 0.0) / viol_scale)
     return FirstOrderResult(bw=bw, step_s=step, max_violation=viol, lower_bound_s=lb,
-                            status=status.astype(jnp.int32), losses=losses)
+                            objective_s=objective, status=status.astype(jnp.int32),
+                            losses=losses)

@@ -17,6 +17,15 @@ l: its minimum over [c_min, c_perf] is at a breakpoint, which gives a certified 
 bound. Levels are added where that bound is lowest (a 1-D cutting-plane method), solved as one
 vmapped batch per round, until the bound meets the best time x cost found.
 
+With the Optax method the levels are prices instead of caps: the level lam minimises step time +
+lam x cost over the problem's own constraints, whose certified lower bound L_lam gives the
+minorant v(c) >= L_lam - lam c (weak duality with the cost row's multiplier fixed at lam; the
+first-order phase cannot follow a tight cost cap, see the README). The prices form a
+continuation: each first-order run starts from the previous solution (`first_order.
+continuation_params`), first upwards from lam_0 = perf step / perf cost (the optimal price
+step* / cost* is no smaller), then at the price interpolated for the envelope's lowest
+breakpoint, until the same certificate closes.
+
 Baseline. The equal split of the total bandwidth, or, where the constraints forbid it, its
 Euclidean projection onto the feasible set (a QP, solved by the barrier method of
 `barrier.py` and polished on the active set).
@@ -34,8 +43,16 @@ import numpy as np
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
+from libra_jax.solvers import first_order
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
-from libra_jax.solvers.batch import solve_batch, solve_stacked, stack
+from libra_jax.solvers.batch import (
+    bucket_shape,
+    pad_stacked,
+    solve_batch,
+    solve_stacked,
+    stack,
+    unstack,
+)
 from libra_jax.solvers.certificate import (
     GAP_TOL,
     VIOLATION_TOL,
@@ -157,9 +174,11 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
       p: the problem (`problem.build_problem`).
       objective: "perf" (minimise step time) or "perf_per_cost" (minimise time x cost).
       method: "ipm" (the interior-point kernel of the batch engine, `ipm.py`) or "optax"
-        (first-order, `first_order.py`, perf only); both report a certified gap.
+        (first-order, `first_order.py`, then an exact step on the active set; perf_per_cost
+        by a price continuation); both report a certified gap.
       config: interior-point loop settings.
-      max_rounds: cutting-plane rounds for perf_per_cost.
+      max_rounds: cutting-plane rounds for perf_per_cost (optax: prices added after the
+        upward walk).
       batch: cost levels solved per vmapped round for perf_per_cost.
 
     Raises:
@@ -170,8 +189,6 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
             f"objective = {objective!r}: unknown; choose 'perf' or 'perf_per_cost'."
         )
     start = time.perf_counter()  # (the batch engine checks ``method``)
-    if method == "optax" and objective != "perf":
-        raise LibraInputError("solver.method = 'optax' supports objective = perf only.")
     if objective == "perf_per_cost" and not p.has_cost:
         raise LibraInputError(
             "objective = perf_per_cost needs a cost model: set cost_model.file."
@@ -181,45 +198,78 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
     if objective == "perf":
         perf.solve_seconds = time.perf_counter() - start
         return perf
+    if method == "optax":
+        return _perf_per_cost_priced(p, perf, start, max_rounds)
     return _perf_per_cost(p, perf, config, start, max_rounds, batch)
 
 
-def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
-    rates = np.asarray(p.cost_rate)
-    min_bw = np.asarray(p.min_cost_bw)
-    c_min = float(rates @ min_bw)
-    bw_perf = np.asarray(perf.bandwidth_gbps)
-    c_perf = float(rates @ bw_perf)
-    perf_lb = perf.lower_bound / 1e9
-    # Candidates: (product, bw, violation) of every evaluated point; the perf optimum first.
-    best = (perf.step_time_ns / 1e9 * c_perf, bw_perf, perf.max_violation * violation_scale(p))
-    pieces = [(perf_lb, 0.0, c_perf)]  # affine minorants (lb_j, lam_j, c_j) of v(c)
-    finite = perf.status != STATUS_NAMES[Status.NONFINITE]
-    if c_perf - c_min <= 1e-12 * max(abs(c_perf), 1.0):
-        lb_total = c_min * perf_lb
-        return _pc_result(p, best, lb_total, finite, start)
+class _Search:
+    """The state shared by both perf_per_cost searches: the affine minorants (lb_j, lam_j,
+    c_j) of v(c) = min step time at cost <= c (the line lb_j - lam_j (c - c_j)), and the best
+    evaluated point (product s x $, bw, violation of the problem's own rows, GB/s)."""
 
-    def lower_envelope():
+    def __init__(self, p: Problem, perf: SolveResult):
+        self.p = p
+        self.rates = np.asarray(p.cost_rate)
+        self.c_min = float(self.rates @ np.asarray(p.min_cost_bw))
+        self.bw_perf = np.asarray(perf.bandwidth_gbps)
+        self.c_perf = float(self.rates @ self.bw_perf)
+        self.perf_lb = perf.lower_bound / 1e9
+        self.best = (perf.step_time_ns / 1e9 * self.c_perf, self.bw_perf,
+                     perf.max_violation * violation_scale(p))
+        self.pieces = [(self.perf_lb, 0.0, self.c_perf)]
+        self.finite = perf.status != STATUS_NAMES[Status.NONFINITE]
+
+    def degenerate(self) -> bool:
+        """The perf optimum already has the least cost: nothing to search."""
+        return self.c_perf - self.c_min <= 1e-12 * max(abs(self.c_perf), 1.0)
+
+    def offer(self, bw, step_s) -> float:
+        """Records an evaluated point (its violation is of the problem's own rows: the
+        search's cap or price is not a constraint of perf_per_cost); returns its product."""
+        prod = float(step_s) * float(self.rates @ bw)
+        if prod < self.best[0]:
+            self.best = (prod, bw, float(model.max_violation(jnp.asarray(bw), self.p)))
+        return prod
+
+    def lower_envelope(self):
         """Breakpoints c of l(c) = max_j (lb_j - lam_j (c - c_j)) in [c_min, c_perf], and
         c * l(c) there (the minimum of c * l(c) is at one of them)."""
-        lbs = np.array([q[0] for q in pieces])
-        lams = np.array([q[1] for q in pieces])
-        cs = np.array([q[2] for q in pieces])
+        lbs = np.array([q[0] for q in self.pieces])
+        lams = np.array([q[1] for q in self.pieces])
+        cs = np.array([q[2] for q in self.pieces])
         slope, icpt = -lams, lbs + lams * cs  # lines icpt + slope * c
         hull = _upper_envelope(slope, icpt)
-        cand = [c_min, c_perf]
+        cand = [self.c_min, self.c_perf]
         for a, b in zip(hull[:-1], hull[1:]):
             c = (icpt[a] - icpt[b]) / (slope[b] - slope[a])
-            if c_min < c < c_perf:
+            if self.c_min < c < self.c_perf:
                 cand.append(float(c))
         cand = np.unique(np.array(cand))
         ell = np.max(icpt[None, :] + slope[None, :] * cand[:, None], axis=1)
         return cand, cand * ell
 
+    def closed(self):
+        """(certified lower bound of min time x cost, whether it meets the best to 1e-9)."""
+        _, vals = self.lower_envelope()
+        lb_total = float(np.min(vals))
+        return lb_total, self.best[0] - lb_total <= 1e-9 * lb_total
+
+    def result(self, lb_total, start):
+        return _pc_result(self.p, self.best, lb_total, self.finite, start)
+
+
+def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
+    search = _Search(p, perf)
+    c_min, c_perf, pieces = search.c_min, search.c_perf, search.pieces
+    if search.degenerate():
+        return search.result(c_min * search.perf_lb, start)
+    lower_envelope = search.lower_envelope
+
     spread = np.linspace(0.0, 1.0, batch + 1)[1:] ** 2
     levels = c_min + (c_perf - c_min) * spread
     evaluated = set()
-    lb_total = c_min * perf_lb
+    lb_total = c_min * search.perf_lb
     for _ in range(max_rounds):
         levels = np.asarray(levels, np.float64)
         levels = np.maximum(levels, c_min + 1e-10 * (c_perf - c_min))
@@ -229,25 +279,120 @@ def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
         for j in range(len(levels)):
             evaluated.add(float(levels[j]))
             if out.status[j] == STATUS_NAMES[Status.NONFINITE]:
-                finite = False
+                search.finite = False
                 continue
             bw = np.asarray(out.bandwidth_gbps[j])
-            prod = float(out.step_time_ns[j]) / 1e9 * float(rates @ bw)
-            if prod < best[0]:
-                best = (prod, bw, float(out.max_violation[j]) * violation_scale(p))
+            search.offer(bw, float(out.step_time_ns[j]) / 1e9)
             lb_j, lam_j = tangent_lp_bound(p, bw, float(levels[j]))
             pieces.append((lb_j, lam_j, float(levels[j])))
-        cand, vals = lower_envelope()
-        lb_total = float(np.min(vals))
-        if best[0] - lb_total <= 1e-9 * lb_total:
+        lb_total, done = search.closed()
+        if done:
             break
+        cand, vals = lower_envelope()
         order = np.argsort(vals)
-        nxt = [c for c in cand[order] if vals[np.searchsorted(cand, c)] < best[0]
+        nxt = [c for c in cand[order] if vals[np.searchsorted(cand, c)] < search.best[0]
                and all(abs(c - e) > 1e-13 * c_perf for e in evaluated)]
         if not nxt:
             break
         levels = np.array(nxt[:batch])
-    return _pc_result(p, best, lb_total, finite, start)
+    return search.result(lb_total, start)
+
+
+#: Price continuation (Optax): the upward walk starts at lam_0 / PRICE_RAMP (a jump from
+#: the perf point straight to lam_0 loses the active set), doubles the price up to lam_0 / 2,
+#: then multiplies it by PRICE_RATIO per step, for at most PRICE_STEPS steps, and stops once
+#: the product has risen PRICE_PAST times in a row (past the optimum) or the cost reaches
+#: its least value.
+PRICE_RAMP = 64.0
+PRICE_RATIO = 1.15
+PRICE_STEPS = 80
+PRICE_PAST = 3
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _priced_jit(p: Problem, params, price, start, config):
+    return jax.vmap(lambda prm: first_order.solve_first_order(p, prm, config, price, start))(
+        params)
+
+
+def _perf_per_cost_priced(p, perf: SolveResult, start, max_rounds):
+    """perf_per_cost with the Optax method: the price continuation (module docstring)."""
+    search = _Search(p, perf)
+    if search.degenerate():
+        return search.result(search.c_min * search.perf_lb, start)
+    params = first_order.continuation_params()
+    scale = violation_scale(p)
+    solved = []  # (price, cost, bw) of every level
+    # Padded to the batch engine's bucket (neutral entries; padded dims are fixed at 1 GB/s),
+    # so that problems of one bucket share one compiled program.
+    one = stack([p])
+    shape = bucket_shape(one)
+    q = unstack(pad_stacked(one, shape), 0)
+    d = p.lo.shape[-1]
+
+    def level(price, x0):
+        x0 = np.concatenate([x0, np.ones(shape[0] - d)])
+        out = jax.device_get(_priced_jit(q, params, jnp.asarray(price), jnp.asarray(x0),
+                                         first_order.CONTINUATION_CONFIG))
+        if not np.all(np.isfinite(out.bw)):
+            search.finite = False
+        # The best bound of the runs is valid; the point is the best feasible run's.
+        bound = float(np.max(out.lower_bound_s))
+        feasible = np.isfinite(out.objective_s) & (out.max_violation <= VIOLATION_TOL * scale)
+        if not np.any(feasible):
+            return None
+        i = int(np.argmin(np.where(feasible, out.objective_s, np.inf)))
+        bw = np.asarray(out.bw[i][:d], np.float64)
+        cost = float(search.rates @ bw)
+        if np.isfinite(bound):
+            search.pieces.append((bound - price * cost, price, cost))
+        solved.append((price, cost, bw))
+        return search.offer(bw, float(out.step_s[i]))
+
+    lam_0 = perf.step_time_ns / 1e9 / search.c_perf
+    price = lam_0 / PRICE_RAMP
+    x0, last, rising = search.bw_perf, np.inf, 0
+    for _ in range(PRICE_STEPS):
+        prod = level(price, x0)
+        if prod is None:
+            break
+        rising = rising + 1 if prod > last else 0
+        last, x0 = prod, solved[-1][2]
+        if rising >= PRICE_PAST or solved[-1][1] <= search.c_min * (1 + 1e-9):
+            break
+        price *= 2.0 if price < 0.5 * lam_0 else PRICE_RATIO
+    lb_total, done = search.closed()
+    for _ in range(max_rounds):
+        if done or not solved:
+            break
+        cand, vals = search.lower_envelope()
+        target = float(cand[int(np.argmin(vals))])
+        price, x0 = _price_for_cost(solved, target)
+        if any(abs(price - q[0]) <= 1e-12 * price for q in solved):
+            break  # (a kink of v: this price's solutions span the gap's costs)
+        if level(price, x0) is None:
+            break
+        lb_total, done = search.closed()
+    return search.result(lb_total, start)
+
+
+def _price_for_cost(solved, target):
+    """The price whose solution should cost ``target`` (log-log interpolation between the
+    solved levels around it; cost falls as the price rises), and the nearest solved point."""
+    prices = np.array([q[0] for q in solved])
+    costs = np.array([q[1] for q in solved])
+    near = solved[int(np.argmin(np.abs(np.log(costs / target))))][2]
+    above, below = costs >= target, costs <= target
+    if not np.any(below):  # cheaper than every solution: raise the price
+        return float(np.max(prices) * PRICE_RATIO), near
+    if not np.any(above):
+        return float(np.min(prices) / PRICE_RATIO), near
+    ia = np.flatnonzero(above)[np.argmin(costs[above])]
+    ib = np.flatnonzero(below)[np.argmax(costs[below])]
+    if costs[ia] == costs[ib]:
+        return float(prices[ia]), near
+    t = np.log(target / costs[ib]) / np.log(costs[ia] / costs[ib])
+    return float(np.exp(np.log(prices[ib]) + t * np.log(prices[ia] / prices[ib]))), near
 
 
 def _upper_envelope(slope: np.ndarray, icpt: np.ndarray) -> list[int]:
