@@ -1,4 +1,5 @@
-"""Interior point (ipm) vs Optax vs cvxpy on every shipped `perf` case: time, accuracy, gap.
+"""Interior point (ipm) vs Optax vs cvxpy on every shipped `perf` case: time, accuracy, gap;
+then ipm vs Optax on every shipped `perf_per_cost` case.
 
     python experiments/bench_solvers.py [--repeats 5]
 
@@ -10,7 +11,10 @@ at the first-order point alone, ``exact_step=False``, i.e. the method before the
 construction + Clarabel, in scaled units (traffic GB, times s), its bandwidths re-evaluated
 with our model. "rel err" is (step - pinned optimum) / pinned optimum
 (tests/fixtures/libra_optima.json); "gap" is the certified (step - LB) / LB with LB from
-`certificate.tangent_lp_bound` at that solver's bandwidths. Writes the Markdown table to
+`certificate.tangent_lp_bound` at that solver's bandwidths. perf_per_cost: the whole
+`solve.solve(p, "perf_per_cost", method=...)` (ipm: the cost-level search; Optax: the price
+continuation), median of ``--repeats`` warm runs, rel err of time x cost against the pinned
+optimum and the search's own certified gap. Writes the Markdown tables to
 experiments/results/bench_solvers.md.
 """
 
@@ -54,16 +58,17 @@ SPECS = {
 }
 
 
-def _cases():
+def _cases(objective="perf"):
     for c in json.loads(OPTIMA.read_text())["cases"]:
-        if c["objective"] != "perf":
+        if c["objective"] != objective:
             continue
         net = load_network_file(INPUTS / "network" / f"{c['network']}_network.yml")
         cm = load_cost_model(INPUTS / "cost_model" / f"{c['network']}_cost_model.yml")
         w = load_workload(INPUTS / "workload" / f"{c['workload']}.txt",
                           INPUTS / "communicator" / c["communicator_file"])
         p = build_problem(net, w, cost_rates_usd_per_gbps(net, cm), SPECS[c["constraints"]])
-        yield f"{c['workload']} {c['network']} {c['constraints']}", p, c["step_time_ns"] * 1e-9
+        opt = c["step_time_ns"] * 1e-9 if objective == "perf" else c["time_x_cost"]
+        yield f"{c['workload']} {c['network']} {c['constraints']}", p, opt
 
 
 def _cvxpy_bw(p) -> np.ndarray:
@@ -149,10 +154,38 @@ def main():
                f"cvxpy {worst['cvxpy']:.1e}. "
                f"Device: {jax.devices()[0].platform}; Optax: adam, "
                f"lr {float(params.learning_rate):g}, 4000 steps, then the exact step.\n")
-    text = "\n".join(lines) + "\n" + summary
     print(summary)
+    ppc = _perf_per_cost_table(args.repeats)
+    text = "\n".join(lines) + "\n" + summary + "\n" + ppc
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text)
+
+
+def _perf_per_cost_table(repeats):
+    lines = [
+        "## perf_per_cost",
+        "",
+        "| case | ipm ms | ipm rel err | ipm gap | ipm status "
+        "| Optax ms | Optax rel err | Optax gap | Optax status |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---|",
+    ]
+    totals = dict(ipm=0.0, optax=0.0)
+    n_ok = 0
+    for name, p, opt in _cases("perf_per_cost"):
+        cells = []
+        for method in ("ipm", "optax"):
+            res, t = _timed(lambda m=method: solve(p, "perf_per_cost", method=m), repeats)
+            totals[method] += t
+            n_ok += method == "optax" and res.status == "ok"
+            cells.append(f"{t * 1e3:.0f} | {(res.time_x_cost - opt) / opt:.1e} "
+                         f"| {res.optimality_gap:.1e} | {res.status}")
+        line = f"| {name} | " + " | ".join(cells) + " |"
+        print(line, flush=True)
+        lines.append(line)
+    summary = (f"\nOptax {n_ok} of 15 ok. Total warm time for the 15 cases: ipm "
+               f"{totals['ipm']:.1f} s, Optax {totals['optax']:.1f} s.\n")
+    print(summary)
+    return "\n".join(lines) + "\n" + summary
 
 
 if __name__ == "__main__":

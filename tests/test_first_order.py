@@ -90,7 +90,8 @@ def test_perf_per_cost_by_price_continuation_on_shipped_cases():
 
 @pytest.mark.slow
 def test_perf_per_cost_by_price_continuation_on_all_shipped_cases():
-    """As above on all 15 shipped perf_per_cost cases (measured: gaps <= 1.4e-7; 40 s cold, 6.7 s warm)."""
+    """As above on all 15 shipped perf_per_cost cases (measured: gaps <= 1.4e-7; 40 s cold,
+    6.7 s warm)."""
     _check_ppc_optax(_shipped_ppc_cases())
 
 
