@@ -35,30 +35,11 @@ GAP_TOL = 1e-3  # certified (step - lower bound) / lower bound
 VIOL_TOL = 1e-4  # GB/s, out of totals of 500-1000 GB/s
 
 
-def _shipped_perf_cases():
+def _shipped_cases(objective, workloads=None):
+    """(name, problem, pinned case) of every shipped case of ``objective``."""
     out = []
     for c in json.loads(OPTIMA.read_text())["cases"]:
-        if c["objective"] != "perf":
-            continue
-        net = load_network_file(INPUTS / "network" / f"{c['network']}_network.yml")
-        cm = load_cost_model(INPUTS / "cost_model" / f"{c['network']}_cost_model.yml")
-        w = load_workload(INPUTS / "workload" / f"{c['workload']}.txt",
-                          INPUTS / "communicator" / c["communicator_file"])
-        p = build_problem(net, w, cost_rates_usd_per_gbps(net, cm), SPECS[c["constraints"]])
-        name = f"{c['workload']}-{c['network']}-{c['constraints']}"
-        out.append((name, p, c["step_time_ns"] * 1e-9))
-    return out
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return _shipped_perf_cases()
-
-
-def _shipped_ppc_cases(workloads=None):
-    out = []
-    for c in json.loads(OPTIMA.read_text())["cases"]:
-        if c["objective"] != "perf_per_cost" or (workloads and c["workload"] not in workloads):
+        if c["objective"] != objective or (workloads and c["workload"] not in workloads):
             continue
         net = load_network_file(INPUTS / "network" / f"{c['network']}_network.yml")
         cm = load_cost_model(INPUTS / "cost_model" / f"{c['network']}_cost_model.yml")
@@ -67,6 +48,15 @@ def _shipped_ppc_cases(workloads=None):
         p = build_problem(net, w, cost_rates_usd_per_gbps(net, cm), SPECS[c["constraints"]])
         out.append((f"{c['workload']}-{c['network']}-{c['constraints']}", p, c))
     return out
+
+
+def _shipped_perf_cases():
+    return [(name, p, c["step_time_ns"] * 1e-9) for name, p, c in _shipped_cases("perf")]
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return _shipped_perf_cases()
 
 
 def _check_ppc_optax(cases):
@@ -85,14 +75,14 @@ def test_perf_per_cost_by_price_continuation_on_shipped_cases():
     """objective=perf_per_cost with the Optax method (prices instead of cost caps, each
     first-order run warm-started from the last): ok, certified gap <= 1e-6 and the pinned
     time x cost to 1e-6 on the shipped ResNet-50 and DLRM cases (all 15: the slow test)."""
-    _check_ppc_optax(_shipped_ppc_cases({"ResNet_50", "DLRM"}))
+    _check_ppc_optax(_shipped_cases("perf_per_cost", {"ResNet_50", "DLRM"}))
 
 
 @pytest.mark.slow
 def test_perf_per_cost_by_price_continuation_on_all_shipped_cases():
     """As above on all 15 shipped perf_per_cost cases (measured: gaps <= 1.4e-7; 40 s cold,
     6.7 s warm)."""
-    _check_ppc_optax(_shipped_ppc_cases())
+    _check_ppc_optax(_shipped_cases("perf_per_cost"))
 
 
 def _toy(total=10.0, mode="eq", linear=(), lower=None, upper=None):
