@@ -34,19 +34,28 @@ LAPACK call, so the kernel vmaps over problems as pure elementwise work:
     h_k = sum_d lam_kd / s_kd and it is eliminated exactly (Schur complement), leaving a
     (D + J) x (D + J) symmetric positive definite system S in (bw, pieces);
   * dims and pieces fixed by the constraints (or by batch padding) are eliminated too;
-  * the equality rows enter through a fixed orthonormal basis q of their row space
-    (`row_basis`, Gram-Schmidt once per problem; dependent rows dropped): y = q^T a + z with
-    R a = r_p and z from the positive definite (P S P + c q^T q) z = P (...), P = I - q^T q;
-  * that matrix is Jacobi-scaled and factored by a Cholesky written in jnp operations
-    (`cholesky`: n rank-one updates, unrolled over the static n up to 16), with one step of
-    iterative refinement. A step that breaks down numerically (rounding wiped out a pivot
-    near the end of the path) is rejected and retried with a small ridge.
+  * S is Jacobi-scaled first (S~ = D S D, unit diagonal); the equality rows, kept as a fixed
+    orthonormal basis of their row space (`row_basis`, Gram-Schmidt once per problem;
+    dependent rows dropped), get an orthonormal basis q in the scaled coordinates (one more
+    Gram-Schmidt over E rows per iteration): y~ = q^T a + z with R a = r_p and z from the
+    positive definite (P S~ P + q^T q) z = P (...), P = I - q^T q. Every entry is O(1), so
+    nothing mixes S's scales (projecting the unscaled S adds the rounding of its largest
+    entries to every entry and lost the curvature of flat directions in float32);
+  * that matrix is factored by a Cholesky written in jnp operations (`cholesky`: n rank-one
+    updates, unrolled over the static n up to 16), with one step of iterative refinement. A
+    step that breaks down numerically (rounding wiped out a pivot near the end of the path)
+    is rejected and retried with a small ridge (from 1e-14, or eps in float32).
 
 The step length is the largest alpha <= 1 keeping slacks and multipliers positive with a 0.99
 fraction to the boundary, and no used bandwidth below half its value (the linearisation of
-a / bw holds in a relative neighbourhood). The iteration stops when the Lagrangian lower bound
-of `lagrangian_bound` certifies the gap (``gap_tol``), when the complementarity reaches the
-precision's floor, or after ``max_iter`` iterations.
+a / bw holds in a relative neighbourhood). A linear slack h - g bw is floored at its rounding
+(eps (|h| + |g bw|)), and the complementarity target sigma mu at 10 eps of the step time per
+row: below that the Newton steps are noise (in float32 they were, at mu ~ eps, before the
+primal point had converged). The kernel keeps the iterate of least step time (every iterate
+satisfies the linear rows to rounding; the equality residual is checked) and the multipliers
+of the best bound, and stops when the Lagrangian lower bound of `lagrangian_bound` certifies
+the gap between them (``gap_tol``), when the complementarity reaches the precision's floor or
+stays near it for three iterations without progress, or after ``max_iter`` iterations.
 """
 
 from __future__ import annotations
@@ -73,9 +82,11 @@ class IpmConfig(NamedTuple):
 class KernelOutput(NamedTuple):
     """One problem's result (arrays; a leading batch axis under vmap)."""
 
-    bw: jax.Array  # [D] GB/s
+    bw: jax.Array  # [D] GB/s, the iterate of least step time
     step_s: jax.Array  # [] step time at bw (s)
-    lb_s: jax.Array  # [] Lagrangian lower bound of the optimum (s)
+    lb_s: jax.Array  # [] Lagrangian lower bound of the optimum (s), the best of the iterations
+    # The multipliers that gave lb_s (float32 results re-evaluate the bound from them in
+    # float64):
     lam_pair: jax.Array  # [K, D] multipliers of the pairs
     lam_row: jax.Array  # [R] multipliers of the general rows
     lam_lin: jax.Array  # [M] multipliers of the linear rows (`linear_rows` order)
@@ -168,12 +179,14 @@ def solve_upper_t(low: jax.Array, b: jax.Array, skipped=None) -> jax.Array:
     return _loop(n, body, jnp.zeros_like(b))
 
 
-def row_basis(e: jax.Array, tol: float = 1e-9):
-    """Orthonormal basis of the row space of ``e`` [E, n] by modified Gram-Schmidt.
+def row_basis(e: jax.Array, tol: float = 1e-9, passes: int = 1):
+    """Orthonormal basis of the row space of ``e`` [E, n] by Gram-Schmidt.
 
     Returns (q [E, n], r [E, E] lower triangular, dependent [E]) with e = r @ q; a row that
     depends on earlier ones (its remainder <= tol of its norm) gets a zero row of q, a zero
-    column of r and ``dependent`` True (triangular solves with r skip it).
+    column of r and ``dependent`` True (triangular solves with r skip it). ``passes`` = 2
+    orthogonalises every row twice ("twice is enough"): q then stays orthonormal to rounding
+    however ill-conditioned the rows are (one pass loses orthogonality in proportion to it).
     """
     m = e.shape[0]
     norms = jnp.sqrt(jnp.sum(e**2, axis=1))
@@ -182,6 +195,10 @@ def row_basis(e: jax.Array, tol: float = 1e-9):
         q, r, dep = carry
         coef = q @ e[j]  # [E]: zero for rows not yet built
         v = e[j] - coef @ q
+        for _ in range(0 if isinstance(j, int) and j == 0 else passes - 1):  # (row 0: none)
+            again = q @ v
+            v = v - again @ q
+            coef = coef + again
         nv = jnp.sqrt(jnp.sum(v**2))
         bad = nv <= tol * jnp.maximum(norms[j], jnp.finfo(e.dtype).tiny)
         q = q.at[j].set(jnp.where(bad, 0.0, v / jnp.where(bad, 1.0, nv)))
@@ -381,6 +398,10 @@ class _State(NamedTuple):
     lam_lin: jax.Array
     nu: jax.Array
     lb: jax.Array  # best Lagrangian bound so far
+    lb_mult: tuple  # the multipliers (lam_pair, lam_row, lam_lin, nu) that gave it
+    best_bw: jax.Array  # [D] the iterate of least step time so far (every iterate is feasible)
+    best_step: jax.Array  # its step time
+    stall: jax.Array  # iterations in a row at the complementarity floor without progress
     it: jax.Array
     ridge: jax.Array  # regularisation of the scaled Newton matrix (0 unless a step broke down)
     done: jax.Array
@@ -397,6 +418,10 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     tiny = jnp.finfo(dt).tiny
     eps = jnp.finfo(dt).eps
     gap_tol = max(config.gap_tol, 100 * float(jnp.finfo(dt).eps))  # float32: 1.2e-5
+    # Ridges of a broken-down step: 100x per failure from ridge_min, given up above ridge_max
+    # (float64: 1e-14 ... 1e-6; float32: eps ... 1e3 eps).
+    ridge_min = max(1e-14, float(jnp.finfo(dt).eps))
+    ridge_max = max(1e-6, 1e3 * float(jnp.finfo(dt).eps))
     cap = jnp.asarray(0.0 if cap is None else cap, dt)
     cap_on = jnp.asarray(cap_on)
     k, d = p.traffic_gb.shape
@@ -417,7 +442,6 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     fix_y = jnp.concatenate([fixed, piece_free])  # [n] coordinates with a known step
     e_y = jnp.where(fix_y[None, :], 0.0, e_full)
     q_eq, r_eq, eq_dep = row_basis(e_y)
-    proj = jnp.eye(n, dtype=dt) - q_eq.T @ q_eq
     ons = (pair_on, p.row_on, g_on)
     num_ineq = jnp.maximum(sum(jnp.sum(o) for o in ons).astype(dt), 1.0)
 
@@ -454,20 +478,25 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         # right-hand side through the columns of s_full.
         s_mat = jnp.where(fix_y[:, None] | fix_y[None, :], 0.0, s_full)
         s_mat = s_mat + jnp.diag(jnp.where(fix_y, 1.0, 0.0))
-        # Equalities by their fixed orthonormal row basis q_eq (E y = R q_eq y): the step is
-        # y = q_eq^T a + z with R a = r_p and z in the null space, where z solves the
-        # positive definite (P S P + c q_eq^T q_eq) z = P (r - S q_eq^T a), P = I - q_eq^T q_eq.
-        c_eq = jnp.sum(jnp.diagonal(s_mat)) / n
-        a_mat = proj @ s_mat @ proj + c_eq * (q_eq.T @ q_eq)
-        scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(a_mat), tiny))
+        # Jacobi scaling first, y = D y~ with D = diag(S)^-1/2: S~ = D S D has a unit
+        # diagonal, and the equalities become q_eq D y~ = a with a fixed by R a = r_p. Their
+        # orthonormal row basis in these coordinates, q^ (q_eq D = R^ q^), gives the step
+        # y~ = q^T a^ + z (R^ a^ = a), z in the null space from the positive definite
+        # (P S~ P + q^T q^) z = P (D r - S~ q^T a^), P = I - q^T q^. Every entry is O(1); the
+        # projection of the unscaled S would add the rounding of its largest entries to every
+        # entry and lose the curvature of the flat directions (float32 broke down there).
+        scale = 1.0 / jnp.sqrt(jnp.maximum(jnp.diagonal(s_mat), tiny))
+        s_til = scale[:, None] * s_mat * scale[None, :]
+        q_hat, r_hat, hat_dep = row_basis(q_eq * scale[None, :], tol=float(eps), passes=2)
+        proj = jnp.eye(n, dtype=dt) - q_hat.T @ q_hat
+        a_til = proj @ s_til @ proj + q_hat.T @ q_hat
         # No ridge by default: even 10 eps on the unit diagonal stalls the last digits of
         # ill-conditioned (nested-row) problems at 1e-9; a breakdown gives a non-finite step,
         # which is rejected and retried with a ridge (see `step`).
-        a_til = scale[:, None] * a_mat * scale[None, :]
         low, _ = cholesky(a_til + st.ridge * jnp.eye(n, dtype=dt))
         y_fix = jnp.where(fix_y, jnp.concatenate([value - bw, -st.tj]), 0.0)
         r_p = jnp.where(e_on, f - e @ bw, 0.0) - e_full @ y_fix
-        a_p = solve_lower(r_eq, r_p, eq_dep)
+        a_p = solve_lower(r_hat, solve_lower(r_eq, r_p, eq_dep), hat_dep)
         couple = s_full @ y_fix
 
         def solve(rho_pair, rho_row, rho_lin):
@@ -477,16 +506,19 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             r_j = -p.piece_weight - rho_row @ row_dt
             r_y = jnp.concatenate([r_b - cpl.T @ (r_k / h_k), r_j])  # phases eliminated
             r_y = jnp.where(fix_y, 0.0, r_y - couple)
-            y_p = q_eq.T @ a_p
-            b_til = scale * (proj @ (r_y - s_mat @ y_p))
-            z_til = solve_upper_t(low, solve_lower(low, b_til))
-            # One step of iterative refinement against the scaled matrix: near the end of the
-            # path the factor of this nearly singular matrix is only accurate to ~1e-9.
-            res = b_til - a_til @ z_til
-            z = scale * (z_til + solve_upper_t(low, solve_lower(low, res)))
-            y = y_p + z
-            # nu from E^T nu = r - S y, projected on the row basis: R^T nu = q_eq (r - S y).
-            nu = solve_upper_t(r_eq, q_eq @ (r_y - s_mat @ y), eq_dep)
+            y_p = q_hat.T @ a_p
+            r_til = scale * r_y
+            b_til = proj @ (r_til - s_til @ y_p)
+            z = solve_upper_t(low, solve_lower(low, b_til))
+            # One step of iterative refinement: near the end of the path the factor of this
+            # nearly singular matrix is only accurate to ~1e-9 (float64).
+            z = z + solve_upper_t(low, solve_lower(low, b_til - a_til @ z))
+            y_til = y_p + z
+            y = scale * y_til
+            # nu from D E^T nu = D r - S~ y~, projected on the row basis:
+            # R^T nu = R^-T q^ (D r - S~ y~).
+            nu = solve_upper_t(r_eq, solve_upper_t(r_hat, q_hat @ (r_til - s_til @ y_til),
+                                                   hat_dep), eq_dep)
             y = jnp.where(fix_y, y_fix, y)
             db, dtj = y[:d], y[d:]
             dtk = jnp.where(phase_on, (r_k - cpl @ db) / h_k, -st.tk)
@@ -511,7 +543,10 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
 
     def step(st: _State) -> _State:
         true = true_slacks(st.bw, st.tk, st.tj)
-        s = (st.s_pair, st.s_row, true.lin)  # linear rows: their slacks stay exact
+        # Linear rows: their slacks are computed from bw, exact up to the rounding of h - g bw,
+        # which bounds them below (a slack at the rounding level is as good as zero).
+        lin_floor = eps * (jnp.abs(h) + jnp.abs(h - true.lin))
+        s = (st.s_pair, st.s_row, jnp.where(g_on, jnp.maximum(true.lin, lin_floor), 1.0))
         # Residuals r_g = g(z) + s of the nonlinear rows (g = -true slack).
         r_g = (jnp.where(pair_on, st.s_pair - true.pair, 0.0),
                jnp.where(p.row_on, st.s_row - true.row, 0.0))
@@ -537,7 +572,12 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
                        for a, x, b, y, o in zip(lam, dl_aff, s, ds_aff, ons))
         sigma = jnp.clip((comp_aff / jnp.maximum(comp, tiny)) ** 3, 0.0, 1.0)
         corr = tuple(x * y for x, y in zip(ds_aff, dl_aff))
-        (db, dtk, dtj), nu, ds, dlam = direction(sigma * mu, corr)
+        # The complementarity target never goes below 10 eps of the step time (in float32 a
+        # tenth of the 100 eps gap the kernel certifies): less buys the certificate nothing,
+        # and the Newton system loses its accuracy in the directions it barely curves
+        # (conditioning ~ 1 / mu: float32 steps turn to noise near mu ~ eps).
+        mu_floor = 10.0 * eps * jnp.abs(st.best_step) / num_ineq
+        (db, dtk, dtj), nu, ds, dlam = direction(jnp.maximum(sigma * mu, mu_floor), corr)
         # The pairs' and rows' linearisation of a / bw holds within a relative neighbourhood
         # of bw: no used dim may shrink below (1 - shrink) of its value in one step.
         free_b = ~fixed & (jnp.any(pair_on, axis=0) | jnp.any(r_used, axis=0))
@@ -556,11 +596,23 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         finite = (jnp.all(jnp.isfinite(bw)) & jnp.all(jnp.isfinite(tk))
                   & jnp.all(jnp.isfinite(tj)) & jnp.isfinite(step_now)
                   & jnp.all(jnp.isfinite(s_pair)) & jnp.all(jnp.isfinite(s_row)))
-        best_lb = jnp.where(finite & (lb == lb), jnp.maximum(lb, st.lb), st.lb)
-        certified = ((step_now - best_lb <= gap_tol * jnp.abs(best_lb))
-                     & (resid <= 1e3 * eps * scale_bw))
-        # Complementarity at the precision's floor: no further progress is possible.
-        floor = mu * num_ineq <= eps * jnp.abs(step_now)
+        better_lb = finite & (lb > st.lb)
+        best_lb = jnp.where(better_lb, lb, st.lb)
+        lb_mult = tuple(jnp.where(better_lb, a, b) for a, b in
+                        zip((new_lam[0], new_lam[1], new_lam[2], nu), st.lb_mult))
+        # The iterate of least step time: near the end of the path a step taken at the
+        # precision's limit may lose digits the certificate already had.
+        better = finite & (resid <= 1e3 * eps * scale_bw) & (step_now < st.best_step)
+        best_bw = jnp.where(better, bw, st.best_bw)
+        best_step = jnp.where(better, step_now, st.best_step)
+        certified = best_step - best_lb <= gap_tol * jnp.abs(best_lb)
+        # Complementarity at the precision's floor, or near it with neither the step time nor
+        # the bound moving for three iterations: no further progress is possible.
+        still = eps * jnp.abs(best_step)
+        stall = jnp.where((mu <= 2.0 * mu_floor) & (best_step > st.best_step - still)
+                          & (best_lb < st.lb + still), st.stall + 1, 0)
+        floor = (mu * num_ineq <= eps * jnp.abs(step_now)) | (stall >= 3)
+
         def pick(new, old):
             return jnp.where(finite, new, old)
 
@@ -569,12 +621,13 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             s_pair=pick(s_pair, st.s_pair), s_row=pick(s_row, st.s_row),
             lam_pair=pick(new_lam[0], st.lam_pair), lam_row=pick(new_lam[1], st.lam_row),
             lam_lin=pick(new_lam[2], st.lam_lin), nu=pick(nu, st.nu), lb=best_lb,
+            lb_mult=lb_mult, best_bw=best_bw, best_step=best_step, stall=stall,
             it=st.it + 1,
             # A step that broke down (rounding wiped out a pivot near the end of the path) is
             # retried with a ridge, raised 100x per failure and relaxed 10x per success.
-            ridge=jnp.where(finite, 0.1 * st.ridge, jnp.maximum(100.0 * st.ridge, 1e-14)),
+            ridge=jnp.where(finite, 0.1 * st.ridge, jnp.maximum(100.0 * st.ridge, ridge_min)),
             # (a rejected step's numbers certify nothing)
-            done=(finite & (certified | floor | (alpha <= 0))) | (st.ridge > 1e-6))
+            done=(finite & (certified | floor | (alpha <= 0))) | (st.ridge > ridge_max))
 
     bw0, tk0, tj0 = _start(p, cap, cap_on)
     sl0 = true_slacks(bw0, tk0, tj0)
@@ -584,12 +637,17 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     init = _State(bw=bw0, tk=tk0, tj=tj0, s_pair=sl0.pair, s_row=sl0.row,
                   lam_pair=lam0[0], lam_row=lam0[1], lam_lin=lam0[2],
                   nu=jnp.zeros(e.shape[0], dt), lb=jnp.asarray(-jnp.inf, dt),
-                  it=jnp.asarray(0, jnp.int32), ridge=jnp.asarray(0.0, dt), done=~sl0.inside)
+                  lb_mult=(lam0[0], lam0[1], lam0[2], jnp.zeros(e.shape[0], dt)),
+                  best_bw=bw0, best_step=jnp.where(sl0.inside, model.step_time_s(bw0, p),
+                                                   jnp.inf),
+                  stall=jnp.asarray(0, jnp.int32), it=jnp.asarray(0, jnp.int32),
+                  ridge=jnp.asarray(0.0, dt), done=~sl0.inside)
     final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
-    step_s = model.step_time_s(final.bw, p)
-    viol = violation(final.bw, p, cap, cap_on)
+    step_s = model.step_time_s(final.best_bw, p)
+    viol = violation(final.best_bw, p, cap, cap_on)
+    lam_pair, lam_row, lam_lin, nu = final.lb_mult
     return KernelOutput(
-        bw=final.bw, step_s=step_s, lb_s=final.lb, lam_pair=final.lam_pair,
-        lam_row=final.lam_row, lam_lin=final.lam_lin, nu=final.nu, iterations=final.it,
-        finite=jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.bw)),
+        bw=final.best_bw, step_s=step_s, lb_s=final.lb, lam_pair=lam_pair,
+        lam_row=lam_row, lam_lin=lam_lin, nu=nu, iterations=final.it,
+        finite=jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.best_bw)),
         started_inside=sl0.inside, violation=viol)
