@@ -24,8 +24,14 @@ import pytest
 from test_solve_random import build, make_case
 
 from libra_jax.model import problem
-from libra_jax.model.problem import ConstraintSpec, ModelRows, problems_from_stacked
+from libra_jax.model.problem import (
+    ConstraintSpec,
+    ModelRows,
+    problem_from_arrays,
+    problems_from_stacked,
+)
 from libra_jax.solvers import batch as B
+from libra_jax.solvers import ipm
 from libra_jax.solvers.certificate import status_codes
 from libra_jax.solvers.solve import solve
 from libra_jax.types import Status
@@ -512,3 +518,26 @@ def test_sharded_over_four_host_devices_matches_one_device(shard_proc):
                                atol=1e-9 * np.max(r["one_bw"]))
     fin = np.isfinite(r["one_gap"])
     np.testing.assert_allclose(r["four_gap"][fin], r["one_gap"][fin], rtol=1e-6, atol=1e-15)
+
+
+def test_a_kernel_stall_is_finished_by_the_exact_step_on_the_host():
+    """Problem 30455 of the benchmark's mixed family (seed 10^5): the interior point stalls
+    near its two upper bounds (80 iterations, 0.1% above the optimum, gap 3.5e-3 even with
+    the tangent-plane LP). The host's exact step on the active set of the kernel's point
+    finishes it: ok, certified to 1e-9, the Optax method's optimum, counted as host work."""
+    traffic = np.array([[0.33049122008106635, 0.0011360670894555599, 0.07158438509906763],
+                        [3.568865043000199, 0.03477607495094521, 1.766037977587236],
+                        [0.0, 1.9844910243526208, 0.0],
+                        [7.222175369373542, 0.010962499214307734, 0.0]])
+    p = problem_from_arrays(traffic, np.array([13.0, 7.0, 4.0, 13.0]), 0.03606673407747696,
+                            None, ConstraintSpec(total_bw_gbps=1102.1724377482815,
+                                                 upper_gbps=[600.153337660618,
+                                                             237.82313830878167, None]))
+    res = B.solve_batch([p])
+    assert res.status == ["ok"] and res.host_certified == 1
+    assert res.optimality_gap[0] <= 1e-9
+    assert res.iterations[0] == ipm.IpmConfig().max_iter  # the kernel alone stalled
+    ref = B.solve_batch([p], method="optax")
+    assert ref.status == ["ok"]
+    assert res.step_time_ns[0] == pytest.approx(ref.step_time_ns[0], rel=1e-12)
+    np.testing.assert_allclose(res.bandwidth_gbps[0], ref.bandwidth_gbps[0], rtol=1e-9)

@@ -23,9 +23,12 @@ reuses compiled code. Compilations are at most (buckets used) x (chunk sizes use
 per call; `compiled_programs` counts them.
 
 Certification. The kernel stops when its Lagrangian bound (`ipm.lagrangian_bound`) certifies
-the gap; where it does not (rare: degenerate problems on which the closed-form bound is
-weak), the tangent-plane LP of `certificate.py` is solved on the host, as single solves do,
-and the number of such problems is reported (`BatchResult.host_certified`).
+the gap; where it does not (rare: degenerate problems on which the closed-form bound is weak,
+or an end game that stalls near several bounds), the host finishes those problems, counted in
+`BatchResult.host_certified`: first the exact step on the active set of the kernel's point
+(`active_set.exact_step`, float64 kernels and problems without a cost cap; it replaces the
+point when it is feasible and no slower, and its bound when higher), then the tangent-plane LP
+of `certificate.py` at the resulting point, as single solves do.
 
 float32. ``dtype=np.float32`` runs the kernel in float32 (TPUs have no float64; GPUs run
 float32 at twice the rate or more); the step time, the violation and the bound (from the
@@ -48,9 +51,10 @@ import numpy as np
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import ARRAY_FIELDS, SIZE_AXES, Problem, problem_sizes
-from libra_jax.solvers import first_order, ipm
+from libra_jax.solvers import active_set, first_order, ipm
 from libra_jax.solvers.certificate import (
     TOLERANCES,
+    VIOLATION_TOL,
     relative_gap,
     status_codes,
     tangent_lp_bound,
@@ -179,8 +183,10 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
 
 
 def compiled_programs() -> int:
-    """How many kernel programs (bucket x chunk size x dtype x config) are compiled."""
-    return _kernel._cache_size() + _kernel_optax._cache_size() + _evaluate_f64._cache_size()
+    """How many kernel programs (bucket x chunk size x dtype x config) are compiled (and
+    exact-step programs of the host's polish, one per bucket that needed it)."""
+    return (_kernel._cache_size() + _kernel_optax._cache_size() + _evaluate_f64._cache_size()
+            + _exact_step._cache_size())
 
 
 @dataclasses.dataclass
@@ -245,9 +251,35 @@ def _run_bucket(p: Problem, cap, cap_on, *, dtype, max_chunk, devices, config):
     return [np.concatenate(cols) for cols in zip(*outs)]
 
 
+def pad_one(p: Problem) -> Problem:
+    """``p`` padded to its bucket (`bucket_shape`), so that problems of one bucket share
+    compiled programs; its first ``p.lo.shape[-1]`` dims are p's."""
+    one = stack([p])
+    return unstack(pad_stacked(one, bucket_shape(one)), 0)
+
+
+@jax.jit
+def _exact_step(p: Problem, x):
+    viol_tol = 0.1 * VIOLATION_TOL * jnp.maximum(jnp.sum(p.upper), 1e-300)
+    with jax.default_matmul_precision("highest"):
+        return active_set.exact_step(p, x, viol_tol)
+
+
+def _polish(q: Problem, x):
+    """The exact step from the kernel's point ``x`` [D] of problem ``q``, on the host:
+    (bw, step_s, lb_s, violation) numpy / floats."""
+    d = q.lo.shape[-1]
+    padded = pad_one(q)
+    start = np.concatenate([np.asarray(x, np.float64), np.ones(padded.lo.shape[-1] - d)])
+    out = jax.device_get(_exact_step(padded, jnp.asarray(start)))
+    return (np.asarray(out.bw[:d]), float(out.objective_s), float(out.lb_s),
+            float(out.violation))
+
+
 def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, scale, dtype,
             certify_on_host):
-    """Gaps, statuses and the host certificate for what the in-kernel bound left open."""
+    """Gaps, statuses and the host's work on what the in-kernel bound left open (module
+    docstring): the exact step (float64, no cap), then the tangent-plane LP."""
     gap_tol, viol_tol = TOLERANCES[np.dtype(dtype)]
     step = step_s * 1e9
     lb = lb_s * 1e9
@@ -256,6 +288,17 @@ def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, sca
     finite = finite & np.isfinite(step)
     codes = np.asarray(status_codes(inside, finite, gap, rel_viol, gap_tol, viol_tol))
     uncertified = np.nonzero(codes == int(Status.NOT_CONVERGED))[0] if certify_on_host else []
+    for i in uncertified:
+        if np.dtype(dtype) != np.float64 or np.isfinite(caps[i]):
+            continue
+        new_bw, new_step, new_lb, new_viol = _polish(problems_for_host(i), bw[i])
+        if (np.isfinite(new_step) and new_step * 1e9 <= step[i]
+                and new_viol / scale[i] <= viol_tol):
+            bw[i][:] = new_bw
+            step[i], rel_viol[i] = new_step * 1e9, max(new_viol, 0.0) / scale[i]
+        if np.isfinite(new_lb) and new_lb * 1e9 > lb[i]:
+            lb[i] = new_lb * 1e9
+        gap[i] = relative_gap(step[i], lb[i])
     for i in uncertified:
         cap = float(caps[i]) if np.isfinite(caps[i]) else None
         bound = tangent_lp_bound(problems_for_host(i), bw[i], cap)[0] * 1e9

@@ -45,14 +45,7 @@ from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
 from libra_jax.solvers import first_order
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
-from libra_jax.solvers.batch import (
-    bucket_shape,
-    pad_stacked,
-    solve_batch,
-    solve_stacked,
-    stack,
-    unstack,
-)
+from libra_jax.solvers.batch import pad_one, solve_batch, solve_stacked, stack
 from libra_jax.solvers.certificate import (
     GAP_TOL,
     VIOLATION_TOL,
@@ -325,13 +318,11 @@ def _perf_per_cost_priced(p, perf: SolveResult, start, max_rounds):
     solved = []  # (price, cost, bw) of every level
     # Padded to the batch engine's bucket (neutral entries; padded dims are fixed at 1 GB/s),
     # so that problems of one bucket share one compiled program.
-    one = stack([p])
-    shape = bucket_shape(one)
-    q = unstack(pad_stacked(one, shape), 0)
+    q = pad_one(p)
     d = p.lo.shape[-1]
 
     def level(price, x0):
-        x0 = np.concatenate([x0, np.ones(shape[0] - d)])
+        x0 = np.concatenate([x0, np.ones(q.lo.shape[-1] - d)])
         out = jax.device_get(_priced_jit(q, params, jnp.asarray(price), jnp.asarray(x0),
                                          first_order.CONTINUATION_CONFIG))
         if not np.all(np.isfinite(out.bw)):
