@@ -359,7 +359,7 @@ def _perf_per_cost_priced(p, perf: SolveResult, start, max_rounds):
         cand, vals = search.lower_envelope()
         target = float(cand[int(np.argmin(vals))])
         price, x0 = _price_for_cost(solved, target)
-        if any(abs(price - q[0]) <= 1e-12 * price for q in solved):
+        if any(abs(price - known) <= 1e-12 * price for known, _, _ in solved):
             break  # (a kink of v: this price's solutions span the gap's costs)
         if level(price, x0) is None:
             break
