@@ -417,7 +417,8 @@ def _solve(p: Problem, params: FirstOrderParams, config: FirstOrderConfig, price
     else:
         objective = active_set.objective_s(bw, p, price)
         viol, lb = model.max_violation(bw, p), jnp.asarray(-jnp.inf, dtype)
-    step = model.step_time_s(bw, p)
+    # (+inf where the objective is: a used dim at bw <= 0, where a / bw has no meaning)
+    step = jnp.where(jnp.isfinite(objective), model.step_time_s(bw, p), jnp.inf)
     inputs_finite = (
         jnp.all(jnp.isfinite(p.traffic_gb)) & jnp.all(jnp.isfinite(p.weight))
         & jnp.isfinite(p.compute_s) & jnp.all(jnp.isfinite(p.upper))
