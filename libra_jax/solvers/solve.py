@@ -243,10 +243,11 @@ class _Search:
         return cand, cand * ell
 
     def closed(self):
-        """(certified lower bound of min time x cost, whether it meets the best to 1e-9)."""
-        _, vals = self.lower_envelope()
+        """(breakpoints, c * l(c) there, the certified lower bound of min time x cost they
+        give, whether it meets the best to 1e-9)."""
+        cand, vals = self.lower_envelope()
         lb_total = float(np.min(vals))
-        return lb_total, self.best[0] - lb_total <= 1e-9 * lb_total
+        return cand, vals, lb_total, self.best[0] - lb_total <= 1e-9 * lb_total
 
     def result(self, lb_total, start):
         return _pc_result(self.p, self.best, lb_total, self.finite, start)
@@ -257,7 +258,6 @@ def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
     c_min, c_perf, pieces = search.c_min, search.c_perf, search.pieces
     if search.degenerate():
         return search.result(c_min * search.perf_lb, start)
-    lower_envelope = search.lower_envelope
 
     spread = np.linspace(0.0, 1.0, batch + 1)[1:] ** 2
     levels = c_min + (c_perf - c_min) * spread
@@ -278,10 +278,9 @@ def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
             search.offer(bw, float(out.step_time_ns[j]) / 1e9)
             lb_j, lam_j = tangent_lp_bound(p, bw, float(levels[j]))
             pieces.append((lb_j, lam_j, float(levels[j])))
-        lb_total, done = search.closed()
+        cand, vals, lb_total, done = search.closed()
         if done:
             break
-        cand, vals = lower_envelope()
         order = np.argsort(vals)
         nxt = [c for c in cand[order] if vals[np.searchsorted(cand, c)] < search.best[0]
                and all(abs(c - e) > 1e-13 * c_perf for e in evaluated)]
@@ -352,18 +351,17 @@ def _perf_per_cost_priced(p, perf: SolveResult, start, max_rounds):
         if rising >= PRICE_PAST or solved[-1][1] <= search.c_min * (1 + 1e-9):
             break
         price *= 2.0 if price < 0.5 * lam_0 else PRICE_RATIO
-    lb_total, done = search.closed()
+    cand, vals, lb_total, done = search.closed()
     for _ in range(max_rounds):
         if done or not solved:
             break
-        cand, vals = search.lower_envelope()
         target = float(cand[int(np.argmin(vals))])
         price, x0 = _price_for_cost(solved, target)
         if any(abs(price - known) <= 1e-12 * price for known, _, _ in solved):
             break  # (a kink of v: this price's solutions span the gap's costs)
         if level(price, x0) is None:
             break
-        lb_total, done = search.closed()
+        cand, vals, lb_total, done = search.closed()
     return search.result(lb_total, start)
 
 
