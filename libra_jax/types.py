@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
+import reprlib
 
 import jax
 
@@ -80,7 +82,59 @@ class Choice(str, enum.Enum):
 
 class LibraInputError(ValueError):
     """Bad user input. The message names the file or field, the line where there is one,
-    and the offending value, in one paragraph (the CLI prints it without a traceback)."""
+    and the offending value (rendered by :func:`show`), in one paragraph (the CLI prints it
+    without a traceback)."""
+
+
+#: Longest rendering of a value that a message quotes (characters).
+SHOW_CHARS = 80
+
+
+class _ShortRepr(reprlib.Repr):
+    """``repr`` with bounded work and length: at most a few levels and items of a container,
+    so a value shared many times over (a YAML alias bomb) or a 60 MB string costs nothing to
+    quote; integers too long for ``repr`` (Python refuses over 4,300 digits) are described."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 3, 8, 8, 6
+        self.maxset = self.maxfrozenset = self.maxdeque = self.maxarray = 8
+        self.maxstring, self.maxother, self.maxlong = SHOW_CHARS, SHOW_CHARS, 40
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 128:  # ~39 digits: say how long instead of printing it
+            digits = int(x.bit_length() * math.log10(2)) + 1
+            return f"{'-' if x < 0 else ''}<an integer of about {digits} digits>"
+        return super().repr_int(x, level)
+
+    def repr_dict(self, x, level):  # insertion order, like repr (reprlib sorts the keys)
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                 for k, v in list(x.items())[:self.maxdict]]
+        return "{" + ", ".join(items) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+
+_SHORT_REPR = _ShortRepr()
+
+
+def clip(text: str, limit: int = SHOW_CHARS) -> str:
+    """A name (a file's key, a tier) to quote without quotes: at most ``limit`` characters."""
+    if not isinstance(text, str):
+        return show(text, limit)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def show(value, limit: int = SHOW_CHARS) -> str:
+    """The ``repr`` of ``value`` for a message: at most ``limit`` characters (cut with
+    ``...``), computed in bounded time and memory whatever the value is."""
+    try:
+        text = _SHORT_REPR.repr(value)
+    except Exception:  # noqa: BLE001 -- a value whose repr fails is named by its type
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def float64(fn):

@@ -43,8 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.topology import Network, network_from_lists, read_yaml_mapping
-from libra_jax.types import BLOCKS, LibraInputError
+from libra_jax.inputs.limits import LIMITS
+from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
+from libra_jax.inputs.topology import Network, network_from_lists
+from libra_jax.types import BLOCKS, LibraInputError, show
 
 # ASTRA-sim 2.x reads link GB/s as 2^30 bytes/s; libra_jax counts 1e9 bytes/s.
 GIB_PER_GB = 1e9 / 2**30
@@ -75,18 +77,18 @@ def _per_dim_algorithms(algorithm: Any, num_dims: int, where: str) -> tuple[str,
         algs = list(algorithm)
         if len(algs) != num_dims:
             raise LibraInputError(
-                f"{where}: algorithm {algs!r} has {len(algs)} entries but the network "
+                f"{where}: algorithm {show(algs)} has {len(algs)} entries but the network "
                 f"has {num_dims} dimensions; give one name or one per dimension."
             )
     else:
         raise LibraInputError(
             f"{where}: algorithm must be 'ring', 'direct' or a list of them per "
-            f"dimension, got {algorithm!r}."
+            f"dimension, got {show(algorithm)}."
         )
     for d, a in enumerate(algs):
         if a not in ALGORITHMS:
             raise LibraInputError(
-                f"{where}: algorithm of dimension {d} is {a!r}; expected one of "
+                f"{where}: algorithm of dimension {d} is {show(a)}; expected one of "
                 f"{', '.join(ALGORITHMS)} (other ASTRA-sim algorithms have no per-link "
                 "bandwidth rule that reproduces LIBRA's per-NPU bandwidth)."
             )
@@ -110,11 +112,11 @@ def _real_vector(
         items = None
     if items is None:
         raise LibraInputError(
-            f"{where}: {field} must be a list of numbers, got {value!r}."
+            f"{where}: {field} must be a list of numbers, got {show(value)}."
         )
     if len(items) != num_dims:
         raise LibraInputError(
-            f"{where}: {field} {items!r} has {len(items)} entries but the network has "
+            f"{where}: {field} {show(items)} has {len(items)} entries but the network has "
             f"{num_dims} dimensions; give one per dimension."
         )
     out = np.empty(num_dims, dtype=np.float64)
@@ -124,15 +126,23 @@ def _real_vector(
 
 
 def _real(x: Any, where: str, field: str, *, positive: bool) -> float:
-    """One finite real number; ``positive``: > 0, else >= 0."""
+    """One finite real number; ``positive``: a bandwidth, > 0 and at most
+    ``LIMITS.max_gbps``; else a time, >= 0 and at most ``LIMITS.max_ns``."""
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise LibraInputError(f"{where}: {field} is {x!r}; expected a number.")
-    v = float(x)
+        raise LibraInputError(f"{where}: {field} is {show(x)}; expected a number.")
+    try:
+        v = float(x)
+    except OverflowError:  # an integer beyond float64
+        v = math.inf
     if not math.isfinite(v) or (v <= 0 if positive else v < 0):
         need = "> 0" if positive else ">= 0"
         raise LibraInputError(
-            f"{where}: {field} is {x!r}; expected a finite number {need}."
+            f"{where}: {field} is {show(x)}; expected a finite number {need}."
         )
+    limit, unit = (LIMITS.max_gbps, "GB/s") if positive else (LIMITS.max_ns, "ns")
+    if v > limit:
+        raise LibraInputError(
+            f"{where}: {field} is {show(x)}; beyond the limit of {limit:g} {unit}.")
     return v
 
 
@@ -236,12 +246,12 @@ def export_design(
             or value < lo
         ):
             raise LibraInputError(
-                f"{where}: {name} is {value!r}; expected an integer >= {lo}."
+                f"{where}: {name} is {show(value)}; expected an integer >= {lo}."
             )
     mem_bw = _real(local_mem_bw_gbps, where, "local_mem_bw_gbps", positive=True)
     if not isinstance(gb_is_gib, bool):
         raise LibraInputError(
-            f"{where}: gb_is_gib must be True or False, got {gb_is_gib!r}."
+            f"{where}: gb_is_gib must be True or False, got {show(gb_is_gib)}."
         )
 
     scale = GIB_PER_GB if gb_is_gib else 1.0
@@ -312,7 +322,7 @@ def export_design(
             f.write(_json_text(system))
     except OSError as e:
         raise LibraInputError(
-            f"{where}: cannot write the ASTRA-sim inputs to {out_dir!r} "
+            f"{where}: cannot write the ASTRA-sim inputs to {show(out_dir)} "
             f"({e.strerror or e})."
         ) from e
     return yaml_path, json_path
@@ -330,7 +340,7 @@ def _yaml_number(x: Any, *, integer: bool) -> Any:
     """
     if isinstance(x, str):
         if integer:
-            return int(x) if _INT_TEXT.fullmatch(x) else x
+            return int(x) if len(x) <= 40 and _INT_TEXT.fullmatch(x) else x
         try:
             return float(x)
         except ValueError:
@@ -376,18 +386,19 @@ def import_network_yaml(
         > 0, latency not finite and >= 0, or a bad ``algorithm`` / ``cost_tiers``.
     """
     path = os.fspath(path)
-    data = read_yaml_mapping(path, "ASTRA-sim network", allowed=_YAML_KEYS)
+    data = read_yaml_mapping(path, "ASTRA-sim network", allowed=_YAML_KEYS,
+                             max_nodes=SMALL_FILE_NODES)
     for key in ("topology", "npus_count"):
         if key not in data:
             raise LibraInputError(
-                f"{path}: missing key {key!r} in the ASTRA-sim network file (needs "
+                f"{path}: missing key {show(key)} in the ASTRA-sim network file (needs "
                 "topology and npus_count; bandwidth and latency are optional here)."
             )
     for key in _YAML_KEYS:
         if key in data and not isinstance(data[key], list):
             raise LibraInputError(
                 f"{path}: {key} must be a list with one entry per dimension, e.g. "
-                f"'{key}: [ ... ]'; got {data[key]!r}."
+                f"'{key}: [ ... ]'; got {show(data[key])}."
             )
     topo = data["topology"]
     if not topo:
@@ -398,13 +409,13 @@ def import_network_yaml(
     for key in _YAML_KEYS[1:]:
         if key in data and len(data[key]) != num_dims:
             raise LibraInputError(
-                f"{path}: topology {topo} has {num_dims} dimensions but {key} "
-                f"{data[key]} has {len(data[key])} entries; give one per dimension."
+                f"{path}: topology {show(topo)} has {num_dims} dimensions but {key} "
+                f"{show(data[key])} has {len(data[key])} entries; give one per dimension."
             )
     for d, b in enumerate(topo):
         if b not in BLOCKS:
             raise LibraInputError(
-                f"{path}: topology[{d}] is {b!r}; ASTRA-sim's analytical backend "
+                f"{path}: topology[{d}] is {show(b)}; ASTRA-sim's analytical backend "
                 f"accepts {', '.join(BLOCKS)} (spelled exactly so)."
             )
     npus = []
@@ -412,7 +423,7 @@ def import_network_yaml(
         n = _yaml_number(n, integer=True)
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 2:
             raise LibraInputError(
-                f"{path}: npus_count[{d}] is {data['npus_count'][d]!r}; expected an "
+                f"{path}: npus_count[{d}] is {show(data['npus_count'][d])}; expected an "
                 "integer >= 2."
             )
         npus.append(int(n))
@@ -420,7 +431,7 @@ def import_network_yaml(
     algs = _per_dim_algorithms(algorithm, num_dims, path)
     if not isinstance(gb_is_gib, bool):
         raise LibraInputError(
-            f"{path}: gb_is_gib must be True or False, got {gb_is_gib!r}."
+            f"{path}: gb_is_gib must be True or False, got {show(gb_is_gib)}."
         )
 
     def floats(key, positive):

@@ -30,8 +30,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from libra_jax.inputs.topology import Network, read_yaml_mapping
-from libra_jax.types import LibraInputError
+from libra_jax.inputs.limits import LIMITS, as_real
+from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
+from libra_jax.inputs.topology import Network
+from libra_jax.types import LibraInputError, clip, show
 
 COMPONENTS = ("Link", "Switch", "Nic")
 
@@ -59,37 +61,27 @@ class CostModel:
         if not isinstance(self.tiers, Mapping) or not self.tiers:
             raise LibraInputError(
                 f"{where}: the cost model must map tier names to component prices, got "
-                f"{self.tiers!r:.80}."
+                f"{show(self.tiers)}."
             )
         clean: dict[str, dict[str, float]] = {}
         for tier, prices in self.tiers.items():
             if not isinstance(tier, str):
-                raise LibraInputError(f"{where}: tier name {tier!r} is not a string.")
+                raise LibraInputError(f"{where}: tier name {show(tier)} is not a string.")
             if not isinstance(prices, Mapping):
                 raise LibraInputError(
-                    f"{where}: tier {tier!r} must map components "
+                    f"{where}: tier {show(tier)} must map components "
                     f"({', '.join(COMPONENTS)}) to "
-                    f"$ per GB/s, got {prices!r}."
+                    f"$ per GB/s, got {show(prices)}."
                 )
             row: dict[str, float] = {}
             for comp, price in prices.items():
                 if comp not in COMPONENTS:
                     raise LibraInputError(
-                        f"{where}: {tier}.{comp}: unknown component {comp!r}; expected "
-                        f"{', '.join(COMPONENTS)}."
+                        f"{where}: {clip(tier)}.{clip(comp)}: unknown component "
+                        f"{show(comp)}; expected {', '.join(COMPONENTS)}."
                     )
-                if (
-                    isinstance(price, bool)
-                    or not isinstance(price, numbers.Real)
-                    or not math.isfinite(float(price))
-                    or float(price) < 0
-                ):
-                    raise LibraInputError(
-                        f"{where}: {tier}.{comp} = {price!r}; a price must be a finite "
-                        "number "
-                        ">= 0 ($ per GB/s)."
-                    )
-                row[comp] = float(price)
+                row[comp] = as_real(price, f"{where}: {clip(tier)}.{comp}", 0.0,
+                                    LIMITS.max_usd_per_gbps, unit=" ($ per GB/s)")
             clean[tier] = row
         object.__setattr__(self, "tiers", clean)
 
@@ -108,7 +100,7 @@ def load_cost_model(path: str | os.PathLike) -> CostModel:
         :class:`CostModel`).
     """
     path = os.fspath(path)
-    data = read_yaml_mapping(path, "cost model")
+    data = read_yaml_mapping(path, "cost model", max_nodes=SMALL_FILE_NODES)
     return CostModel(tiers=data, source=path)
 
 
@@ -154,7 +146,7 @@ def cost_rates_usd_per_gbps(network: Network, cost_model: CostModel) -> np.ndarr
     ):
         if tier not in cost_model.tiers:
             raise LibraInputError(
-                f"{network.source}: dimension {d} uses cost tier {tier!r}, which the "
+                f"{network.source}: dimension {d} uses cost tier {show(tier)}, which the "
                 "cost model "
                 f"{cost_model.source} does not define (it has "
                 f"{', '.join(cost_model.tiers)})."
@@ -164,7 +156,7 @@ def cost_rates_usd_per_gbps(network: Network, cost_model: CostModel) -> np.ndarr
         for comp in needed:
             if comp not in prices:
                 raise LibraInputError(
-                    f"{cost_model.source}: tier {tier!r} has no {comp!r} price, needed "
+                    f"{cost_model.source}: tier {show(tier)} has no {show(comp)} price, needed "
                     "by "
                     f"dimension {d} ({block}) of {network.source}."
                 )

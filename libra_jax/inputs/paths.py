@@ -6,7 +6,7 @@ import os
 import pathlib
 
 from libra_jax.inputs import LIBRA_INPUTS_DIR
-from libra_jax.types import LibraInputError
+from libra_jax.types import LibraInputError, show
 
 
 def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None) -> str:
@@ -24,7 +24,9 @@ def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None
     Raises:
       LibraInputError: no such file (the message lists the places looked in), or a directory.
     """
-    raw = os.path.expanduser(str(value))
+    if not isinstance(value, (str, os.PathLike)) or "\0" in os.fspath(value):
+        raise LibraInputError(f"{key} = {show(value)}: expected a file path.")
+    raw = os.path.expanduser(os.fspath(value))
     path = pathlib.Path(raw)
     if path.is_absolute():
         candidates = [path]
@@ -32,16 +34,20 @@ def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None
         base = pathlib.Path(base_dir) if base_dir is not None else pathlib.Path.cwd()
         candidates = [base / path, LIBRA_INPUTS_DIR / path]
     for candidate in candidates:
-        if candidate.is_file():
-            return str(candidate)
+        try:
+            if candidate.is_file():
+                return str(candidate)
+        except OSError as e:  # e.g. a name too long for the file system
+            raise LibraInputError(
+                f"{key}: cannot use the path {show(value)} ({e.strerror or e}).") from None
     folders = [c for c in candidates if c.is_dir()]
     if folders:
         files = sorted(f.name for f in folders[0].iterdir() if f.is_file())
         listing = (f"; files there: {', '.join(files[:6])}{', ...' if len(files) > 6 else ''}"
                    if files else "; it holds no files")
         raise LibraInputError(
-            f"{key}: {value!r} is a directory ({folders[0]}), not a file; give a file, e.g. "
+            f"{key}: {show(value)} is a directory ({folders[0]}), not a file; give a file, e.g. "
             f"{key}={pathlib.PurePath(value, files[0] if files else 'name.txt')}{listing}.")
     looked = " and ".join(str(c) for c in candidates)
     hint = "" if path.is_absolute() else " (relative paths are tried in that order)"
-    raise LibraInputError(f"{key}: file {value!r} not found; looked at {looked}{hint}.")
+    raise LibraInputError(f"{key}: file {show(value)} not found; looked at {looked}{hint}.")

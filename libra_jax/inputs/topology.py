@@ -21,13 +21,14 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import yaml
 
-from libra_jax.types import BLOCK_ABBREV, BLOCKS, Block, LibraInputError
+from libra_jax.inputs.limits import LIMITS, as_list, check_npus
+from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
+from libra_jax.types import BLOCK_ABBREV, BLOCKS, Block, LibraInputError, show
 
 # Accepted spellings of each block, compared after lower-casing and dropping "_", "-"
 # and spaces.
@@ -83,10 +84,14 @@ class Network:
             raise LibraInputError(
                 f"{where}: the network has no dimensions (empty topology)."
             )
+        if len(self.blocks) > LIMITS.max_dims:
+            raise LibraInputError(
+                f"{where}: {len(self.blocks)} dimensions; at most {LIMITS.max_dims} are "
+                "supported.")
         for d, b in enumerate(self.blocks):
             if b not in BLOCKS:
                 raise LibraInputError(
-                    f"{where}: block {d} is {b!r}; expected one of {', '.join(BLOCKS)}."
+                    f"{where}: block {d} is {show(b)}; expected one of {', '.join(BLOCKS)}."
                 )
         if len(self.npus) != len(self.blocks):
             raise LibraInputError(
@@ -97,10 +102,11 @@ class Network:
         for d, n in enumerate(self.npus):
             if isinstance(n, bool) or not isinstance(n, int) or n < 2:
                 raise LibraInputError(
-                    f"{where}: NPU count of dimension {d} is {n!r}; every dimension "
+                    f"{where}: NPU count of dimension {d} is {show(n)}; every dimension "
                     "needs an "
                     "integer number of NPUs >= 2."
                 )
+        check_npus(self.npus, where)
         if self.cost_tiers is not None:
             if not isinstance(self.cost_tiers, tuple) or len(self.cost_tiers) != len(
                 self.blocks
@@ -112,7 +118,7 @@ class Network:
             for d, t in enumerate(self.cost_tiers):
                 if not isinstance(t, str) or not t:
                     raise LibraInputError(
-                        f"{where}: cost tier of dimension {d} is {t!r}; expected a "
+                        f"{where}: cost tier of dimension {d} is {show(t)}; expected a "
                         "non-empty "
                         "cost-model row name such as 'InterNode'."
                     )
@@ -142,10 +148,8 @@ class Network:
 
 
 def _show(value: Any) -> str:
-    """Short repr for messages (lists shown as lists)."""
-    if isinstance(value, (tuple, list)):
-        return repr(list(value))
-    return repr(value)
+    """Short repr for messages (tuples shown as lists)."""
+    return show(list(value) if isinstance(value, tuple) else value)
 
 
 def _canonical_block(name: Any, where: str, d: int) -> str:
@@ -154,7 +158,7 @@ def _canonical_block(name: Any, where: str, d: int) -> str:
         if key in _BLOCK_ALIASES:
             return _BLOCK_ALIASES[key]
     raise LibraInputError(
-        f"{where}: unknown building block {name!r} for dimension {d}; accepted names "
+        f"{where}: unknown building block {show(name)} for dimension {d}; accepted names "
         "are "
         f"{_ACCEPTED_BLOCKS}."
     )
@@ -164,7 +168,7 @@ def _as_npus(value: Any, where: str, d: int) -> int:
     """An NPU count as a Python int; integral floats (e.g. ``8.0``) are accepted."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise LibraInputError(
-            f"{where}: NPU count of dimension {d} is {value!r}; expected an integer >= "
+            f"{where}: NPU count of dimension {d} is {show(value)}; expected an integer >= "
             "2."
         )
     if isinstance(value, numbers.Integral):
@@ -173,7 +177,7 @@ def _as_npus(value: Any, where: str, d: int) -> int:
         n = int(value)
     else:
         raise LibraInputError(
-            f"{where}: NPU count of dimension {d} is {value!r}; expected an integer >= "
+            f"{where}: NPU count of dimension {d} is {show(value)}; expected an integer >= "
             "2."
         )
     if n < 2:
@@ -186,19 +190,7 @@ def _as_npus(value: Any, where: str, d: int) -> int:
 
 
 def _as_list(value: Any, where: str, field: str) -> list:
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(
-        value, (Sequence, np.ndarray)
-    ):
-        # Hydra ListConfig is a Sequence; a bare string or a mapping is a mistake.
-        try:
-            from omegaconf import ListConfig  # noqa: PLC0415  (optional dependency)
-
-            if isinstance(value, ListConfig):
-                return list(value)
-        except ImportError:  # pragma: no cover
-            pass
-        raise LibraInputError(f"{where}: {field} must be a list, got {value!r}.")
-    return list(value)
+    return as_list(value, f"{where}: {field}", what="a list")
 
 
 def network_from_lists(
@@ -231,6 +223,10 @@ def network_from_lists(
         raise LibraInputError(
             f"{source}: topology is empty; give at least one dimension."
         )
+    if len(topo) > LIMITS.max_dims:
+        raise LibraInputError(
+            f"{source}: topology has {len(topo):,} dimensions; at most {LIMITS.max_dims} "
+            "are supported.")
     if len(topo) != len(counts):
         raise LibraInputError(
             f"{source}: topology {_show(topo)} has {len(topo)} dimensions but npus "
@@ -282,7 +278,7 @@ def parse_notation(
     if not isinstance(notation, str) or not notation.strip():
         raise LibraInputError(
             f"{source}: expected a topology string such as 'RI(16)_FC(8)_SW(32)', "
-            f"got {notation!r}."
+            f"got {show(notation)}."
         )
     blocks, counts = [], []
     pos = 0
@@ -291,71 +287,34 @@ def parse_notation(
         m = _NOTATION_PART.match(text, pos)
         if m is None:
             raise LibraInputError(
-                f"{source} = {notation!r}: cannot parse at character {pos} "
+                f"{source} = {show(notation)}: cannot parse at character {pos} "
                 f"({text[pos:]!r}); "
                 "expected parts like 'RI(16)' joined by '_', e.g. "
                 "'RI(16)_FC(8)_SW(32)'."
             )
         blocks.append(m.group(1))
+        digits = m.group(2).lstrip("+-").lstrip("0")
+        if len(digits) > 12:  # int() of a 5,000-digit count would fail; the limit is far below
+            raise LibraInputError(
+                f"{source} = {show(notation)}: NPU count {show(m.group(2), 40)} of part "
+                f"{len(blocks) - 1} is far beyond the limit of {LIMITS.max_npus_per_dim:,} NPUs "
+                "per dimension.")
         counts.append(int(m.group(2)))
         pos = m.end()
         if pos == len(text):
             break
         if text[pos] != "_":
             raise LibraInputError(
-                f"{source} = {notation!r}: expected '_' between parts at character "
+                f"{source} = {show(notation)}: expected '_' between parts at character "
                 f"{pos}, "
-                f"got {text[pos]!r}."
+                f"got {show(text[pos])}."
             )
         pos += 1
     # Messages show the whole string; the network's source stays the field name.
     net = network_from_lists(
-        blocks, counts, cost_tiers, source=f"{source} = {notation!r}"
+        blocks, counts, cost_tiers, source=f"{source} = {show(notation)}"
     )
     return dataclasses.replace(net, source=source)
-
-
-def _read_yaml(path: str | os.PathLike, what: str) -> Any:
-    """Reads a YAML file, turning I/O and syntax errors into LibraInputError."""
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise LibraInputError(
-            f"{path}: cannot read the {what} file ({e.strerror or e})."
-        ) from e
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f", line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise LibraInputError(
-            f"{path}{line}: the {what} file is not valid YAML ({problem})."
-        ) from e
-
-
-def read_yaml_mapping(
-    path: str | os.PathLike, what: str, allowed: Sequence[str] | None = None
-) -> dict:
-    """Reads a YAML file whose top level must be a mapping (of known keys, if given)."""
-    data = _read_yaml(path, what)
-    path = os.fspath(path)
-    if not isinstance(data, dict):
-        raise LibraInputError(
-            f"{path}: the {what} file must be a YAML mapping at the top level, "
-            f"got {type(data).__name__} {data!r:.80}."
-        )
-    if allowed is not None:
-        unknown = [k for k in data if k not in allowed]
-        if unknown:
-            raise LibraInputError(
-                f"{path}: unknown key {unknown[0]!r} in the {what} file; allowed keys "
-                "are "
-                f"{', '.join(allowed)}."
-            )
-    return data
 
 
 def load_network_file(path: str | os.PathLike) -> Network:
@@ -381,11 +340,12 @@ def load_network_file(path: str | os.PathLike) -> Network:
         error of :func:`network_from_lists`.
     """
     path = os.fspath(path)
-    data = read_yaml_mapping(path, "network", allowed=_NETWORK_KEYS)
+    data = read_yaml_mapping(path, "network", allowed=_NETWORK_KEYS,
+                             max_nodes=SMALL_FILE_NODES)
     for key in ("Topology", "NpusCount"):
         if key not in data:
             raise LibraInputError(
-                f"{path}: missing key {key!r} in the network file (needs Topology, "
+                f"{path}: missing key {show(key)} in the network file (needs Topology, "
                 "NpusCount "
                 "and optionally CostDimension)."
             )
@@ -393,19 +353,19 @@ def load_network_file(path: str | os.PathLike) -> Network:
         if key in data and not isinstance(data[key], list):
             if key == "CostDimension" and data[key] is None:
                 continue
-            raise LibraInputError(f"{path}: {key} must be a list, got {data[key]!r}.")
+            raise LibraInputError(f"{path}: {key} must be a list, got {show(data[key])}.")
     topo, counts = data["Topology"], data["NpusCount"]
     tiers = data.get("CostDimension")
     if len(counts) != len(topo):
         raise LibraInputError(
-            f"{path}: Topology {topo} has {len(topo)} dimensions but NpusCount "
-            f"{counts} has "
+            f"{path}: Topology {show(topo)} has {len(topo)} dimensions but NpusCount "
+            f"{show(counts)} has "
             f"{len(counts)} entries."
         )
     if tiers is not None and len(tiers) != len(topo):
         raise LibraInputError(
-            f"{path}: Topology {topo} has {len(topo)} dimensions but CostDimension "
-            f"{tiers} has "
+            f"{path}: Topology {show(topo)} has {len(topo)} dimensions but CostDimension "
+            f"{show(tiers)} has "
             f"{len(tiers)} entries."
         )
     return network_from_lists(topo, counts, tiers, source=path)

@@ -29,13 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.topology import Network, read_yaml_mapping
+from libra_jax.inputs.limits import LIMITS
+from libra_jax.inputs.reading import SMALL_FILE_NODES, read_text, read_yaml_mapping
+from libra_jax.inputs.topology import Network
 from libra_jax.types import (
     COLLECTIVES,
     PHASES,
     TXT_COLLECTIVES,
     Collective,
     LibraInputError,
+    show,
 )
 
 # Communicator YAML key of each phase, in types.PHASES order.
@@ -94,34 +97,45 @@ class Workload:
 # ------------------------------------------------------------------------ helpers
 
 
-def _number(value: Any, where: str, what: str) -> float:
-    """A finite number >= 0 as float (YAML value)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(float(value))
-    ):
-        raise LibraInputError(f"{where}: {what} = {value!r} is not a finite number.")
-    if float(value) < 0:
+def _limit_of(what: str) -> tuple[float, str]:
+    """The magnitude limit of a workload number: times (``compute``) in ns, sizes in bytes."""
+    if "compute" in what:
+        return LIMITS.max_ns, "ns"
+    return LIMITS.max_bytes, "bytes"
+
+
+def _in_range(value: float, shown: str, where: str, what: str) -> float:
+    """``value`` if finite, >= 0 and within its limit (:func:`_limit_of`)."""
+    if not math.isfinite(value):
+        raise LibraInputError(f"{where}: {what} = {shown} is not a finite number.")
+    if value < 0:
+        raise LibraInputError(f"{where}: {what} = {shown} is negative; it must be >= 0.")
+    limit, unit = _limit_of(what)
+    if value > limit:
         raise LibraInputError(
-            f"{where}: {what} = {value!r} is negative; it must be >= 0."
-        )
-    return float(value)
+            f"{where}: {what} = {shown} is beyond the limit of {limit:g} {unit}.")
+    return value
+
+
+def _number(value: Any, where: str, what: str) -> float:
+    """A finite number >= 0, within its limit, as float (YAML value)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise LibraInputError(f"{where}: {what} = {show(value)} is not a finite number.")
+    try:
+        x = float(value)
+    except OverflowError:  # an integer beyond float64
+        x = math.inf
+    return _in_range(x, show(value), where, what)
 
 
 def _text_number(token: str, where: str, what: str) -> float:
-    """A finite number >= 0 parsed from a text token."""
+    """A finite number >= 0, within its limit, parsed from a text token."""
     try:
         value = float(token)
     except ValueError:
-        raise LibraInputError(f"{where}: {what} = {token!r} is not a number.") from None
-    if not math.isfinite(value):
-        raise LibraInputError(f"{where}: {what} = {token!r} is not a finite number.")
-    if value < 0:
         raise LibraInputError(
-            f"{where}: {what} = {token!r} is negative; it must be >= 0."
-        )
-    return value
+            f"{where}: {what} = {show(token)} is not a number.") from None
+    return _in_range(value, show(token), where, what)
 
 
 def _collective_code(
@@ -131,7 +145,7 @@ def _collective_code(
     if isinstance(name, str) and name.strip().upper() in known:
         return int(Collective[name.strip().upper()])
     raise LibraInputError(
-        f"{where}: {what} = {name!r} is not a known collective; expected one of "
+        f"{where}: {what} = {show(name)} is not a known collective; expected one of "
         f"{', '.join(known)} (case-insensitive)."
     )
 
@@ -145,17 +159,26 @@ def _communicator_row(
     """
     if not isinstance(value, (list, tuple)) or not value:
         raise LibraInputError(
-            f"{where}: {what} = {value!r}; expected a non-empty list with one entry "
+            f"{where}: {what} = {show(value)}; expected a non-empty list with one entry "
             "per "
             "network dimension (NPUs taking part, or -1)."
         )
+    if len(value) > LIMITS.max_dims:
+        raise LibraInputError(
+            f"{where}: {what} has {len(value):,} entries; networks have at most "
+            f"{LIMITS.max_dims} dimensions.")
     row = []
     for d, g in enumerate(value):
         if isinstance(g, bool) or not isinstance(g, numbers.Integral):
             raise LibraInputError(
-                f"{where}: {what}[{d}] = {g!r} is not an integer; use the number of "
+                f"{where}: {what}[{d}] = {show(g)} is not an integer; use the number of "
                 "NPUs of "
                 "that dimension taking part, or -1 when the dimension is not involved."
+            )
+        if g > LIMITS.max_npus_per_dim:
+            raise LibraInputError(
+                f"{where}: {what}[{d}] = {show(g)}; a dimension has at most "
+                f"{LIMITS.max_npus_per_dim:,} NPUs."
             )
         if g == 0 or g < -1:
             raise LibraInputError(
@@ -199,12 +222,13 @@ def load_communicator(path: str | os.PathLike) -> np.ndarray:
         different lengths, entries that are not integers, 0 or < -1.
     """
     path = os.fspath(path)
-    data = read_yaml_mapping(path, "communicator", allowed=COMMUNICATOR_KEYS)
+    data = read_yaml_mapping(path, "communicator", allowed=COMMUNICATOR_KEYS,
+                             max_nodes=SMALL_FILE_NODES)
     rows = []
     for key in COMMUNICATOR_KEYS:
         if key not in data:
             raise LibraInputError(
-                f"{path}: missing key {key!r} in the communicator file (needs "
+                f"{path}: missing key {show(key)} in the communicator file (needs "
                 f"{', '.join(COMMUNICATOR_KEYS)})."
             )
         rows.append(_communicator_row(data[key], path, key, None))
@@ -239,17 +263,7 @@ def _communicator_for(
 
 
 def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = f.read().splitlines()
-    except OSError as e:
-        raise LibraInputError(
-            f"{path}: cannot read the workload file ({e.strerror or e})."
-        ) from e
-    except UnicodeDecodeError as e:
-        raise LibraInputError(
-            f"{path}: the workload file is not UTF-8 text ({e})."
-        ) from e
+    raw = read_text(path, "workload").splitlines()
     lines = [(i + 1, line.split()) for i, line in enumerate(raw) if line.strip()]
     if not lines:
         raise LibraInputError(f"{path}: the workload file has no layer lines.")
@@ -266,19 +280,27 @@ def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", head[0]):
             raise LibraInputError(
                 f"{path}, line {l1}: expected a parallelism line such as 'DATA' or "
-                f"'HYBRID_TRANSFORMER', got {' '.join(head)!r}."
+                f"'HYBRID_TRANSFORMER', got {show(' '.join(head))}."
             )
         if not re.fullmatch(r"\d+", count[0]):
             raise LibraInputError(
                 f"{path}, line {l2}: expected the number of layers (an integer) after "
                 "the "
-                f"parallelism line, got {count[0]!r}."
+                f"parallelism line, got {show(count[0])}."
             )
+        if len(count[0]) > 12 or int(count[0]) > LIMITS.max_layers:
+            raise LibraInputError(
+                f"{path}, line {l2}: the header says {show(count[0], 40)} layers; at most "
+                f"{LIMITS.max_layers:,} are supported.")
         expected_layers = int(count[0])
         lines = lines[2:]
         if not lines:
             raise LibraInputError(f"{path}: the workload file has no layer lines.")
 
+    if len(lines) > LIMITS.max_layers:
+        raise LibraInputError(
+            f"{path}: {len(lines):,} layer lines; at most {LIMITS.max_layers:,} layers are "
+            "supported.")
     names, compute, coll, size = [], [], [], []
     for lineno, fields in lines:
         where = f"{path}, line {lineno}"
@@ -290,7 +312,7 @@ def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray
                 )
             raise LibraInputError(
                 f"{where}: expected {_NUM_TXT_FIELDS} whitespace-separated fields "
-                f"({_TXT_LAYOUT}), got {len(fields)}: {' '.join(fields)!r}{hint}."
+                f"({_TXT_LAYOUT}), got {len(fields)}: {show(' '.join(fields))}{hint}."
             )
         names.append(fields[0])
         c_row, k_row, s_row = [], [], []
@@ -337,13 +359,13 @@ def _parse_yaml(
     data = read_yaml_mapping(path, "workload", allowed=_WORKLOAD_KEYS)
     name = data.get("name", os.path.splitext(os.path.basename(path))[0])
     if not isinstance(name, str) or not name:
-        raise LibraInputError(f"{path}: name = {name!r}; expected a non-empty string.")
+        raise LibraInputError(f"{path}: name = {show(name)}; expected a non-empty string.")
     if "layers" not in data:
         raise LibraInputError(f"{path}: missing key 'layers' (the list of layers).")
     layers = data["layers"]
     if not isinstance(layers, list) or not layers:
         raise LibraInputError(
-            f"{path}: layers = {layers!r:.80}; expected a non-empty list."
+            f"{path}: layers = {show(layers)}; expected a non-empty list."
         )
 
     dims = (
@@ -355,25 +377,27 @@ def _parse_yaml(
     compute, coll, size = [], [], []
     comms: list[list[np.ndarray | None]] = []
     counts = []
+    total_layers = 0
     for i, layer in enumerate(layers):
         where = f"{path}: layers[{i}]"
         if not isinstance(layer, dict):
-            raise LibraInputError(f"{where} = {layer!r:.80}; expected a mapping.")
+            raise LibraInputError(f"{where} = {show(layer)}; expected a mapping.")
         unknown = [k for k in layer if k not in _LAYER_KEYS]
         if unknown:
             raise LibraInputError(
-                f"{where}: unknown key {unknown[0]!r}; allowed keys are "
+                f"{where}: unknown key {show(unknown[0])}; allowed keys are "
                 f"{', '.join(_LAYER_KEYS)}."
             )
         if "name" not in layer:
             raise LibraInputError(f"{where}: missing key 'name'.")
         lname = layer["name"]
-        if not isinstance(lname, (str, int)) or isinstance(lname, bool) or lname == "":
+        if (not isinstance(lname, (str, int)) or isinstance(lname, bool) or lname == ""
+                or (isinstance(lname, int) and abs(lname) >= 10**18)):
             raise LibraInputError(
-                f"{where}: name = {lname!r}; expected a non-empty string."
+                f"{where}: name = {show(lname)}; expected a non-empty string."
             )
         lname = str(lname)
-        where = f"{path}: layers[{i}] ({lname})"
+        where = f"{path}: layers[{i}] ({lname if len(lname) <= 40 else lname[:37] + '...'})"
         count = layer.get("count", 1)
         if (
             isinstance(count, bool)
@@ -381,32 +405,37 @@ def _parse_yaml(
             or count < 1
         ):
             raise LibraInputError(
-                f"{where}: count = {count!r}; expected an integer >= 1."
+                f"{where}: count = {show(count)}; expected an integer >= 1."
             )
+        total_layers += count
+        if total_layers > LIMITS.max_layers:
+            raise LibraInputError(
+                f"{where}: count = {show(count)} makes {total_layers:,} layers so far; at "
+                f"most {LIMITS.max_layers:,} are supported.")
         c_row, k_row, s_row, g_row = [], [], [], []
         for phase in PHASES:
             if phase not in layer:
                 raise LibraInputError(
-                    f"{where}: missing key {phase!r} (every layer needs "
+                    f"{where}: missing key {show(phase)} (every layer needs "
                     f"{', '.join(PHASES)})."
                 )
             ph = layer[phase]
             pwhere = f"{where}.{phase}"
             if not isinstance(ph, dict):
                 raise LibraInputError(
-                    f"{pwhere} = {ph!r:.80}; expected a mapping with compute_ns, "
+                    f"{pwhere} = {show(ph)}; expected a mapping with compute_ns, "
                     "collective, "
                     "size_bytes, communicator."
                 )
             unknown = [k for k in ph if k not in _PHASE_KEYS]
             if unknown:
                 raise LibraInputError(
-                    f"{pwhere}: unknown key {unknown[0]!r}; allowed keys are "
+                    f"{pwhere}: unknown key {show(unknown[0])}; allowed keys are "
                     f"{', '.join(_PHASE_KEYS)}."
                 )
             for key in ("compute_ns", "collective"):
                 if key not in ph:
-                    raise LibraInputError(f"{pwhere}: missing key {key!r}.")
+                    raise LibraInputError(f"{pwhere}: missing key {show(key)}.")
             c_row.append(_number(ph["compute_ns"], pwhere, "compute_ns"))
             code = _collective_code(ph["collective"], pwhere, "collective")
             k_row.append(code)
@@ -526,7 +555,7 @@ def load_workload(
         or num_dims < 1
     ):
         raise LibraInputError(
-            f"{path}: num_dims = {num_dims!r}; expected an integer >= 1."
+            f"{path}: num_dims = {show(num_dims)}; expected an integer >= 1."
         )
     comm_source = (
         os.fspath(communicator_file) if communicator_file is not None else None
@@ -555,7 +584,7 @@ def load_workload(
         name, names, compute, coll, size, comm = _parse_yaml(path, file_comm, num_dims)
     else:
         raise LibraInputError(
-            f"{path}: unknown workload file type {suffix or '(no suffix)'!r}; expected "
+            f"{path}: unknown workload file type {show(suffix or '(no suffix)')}; expected "
             ".txt "
             "(ASTRA-sim text) or .yaml / .yml (native)."
         )

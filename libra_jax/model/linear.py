@@ -23,7 +23,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from libra_jax.types import LibraInputError
+from libra_jax.inputs.limits import LIMITS, as_list
+from libra_jax.types import LibraInputError, clip, show
 
 _TOKEN = re.compile(
     r"""
@@ -52,14 +53,14 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
         if m is None:
             word = re.match(r"[A-Za-z_]\w*|\S", text[pos:]).group(0)
             raise _ParseError(
-                f"unknown token {word!r} at character {pos}; allowed are numbers, "
+                f"unknown token {show(word)} at character {pos}; allowed are numbers, "
                 "bw[i], "
                 "+, -, *, ==, <=, >="
             )
         kind = m.lastgroup
         if kind == "strict":
             raise _ParseError(
-                f"strict comparison {m.group(0)!r} at character {pos} is not "
+                f"strict comparison {show(m.group(0))} at character {pos} is not "
                 "supported; use "
                 f"{m.group(0)}= (constraints must be non-strict)"
             )
@@ -69,6 +70,16 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
             tokens.append((kind, m.group(0), pos))
         pos = m.end()
     return tokens
+
+
+def _check_magnitude(x: float, what: str) -> None:
+    """A number of a constraint: 0, or between 1/max_coefficient and max_coefficient in
+    magnitude (`limits.LIMITS`), so that the row scaled to unit norm stays finite."""
+    big = LIMITS.max_coefficient
+    if x != 0 and not 1.0 / big <= abs(x) <= big:
+        raise _ParseError(
+            f"{what} = {x:.3g} is outside the supported magnitudes (0, or {1.0 / big:g} to "
+            f"{big:g} in absolute value)")
 
 
 class _Parser:
@@ -88,8 +99,8 @@ class _Parser:
     def expect(self, text: str):
         kind, val, pos = self.take()
         if val != text:
-            where = "the end" if kind == "end" else f"{val!r} at character {pos}"
-            raise _ParseError(f"expected {text!r}, got {where}")
+            where = "the end" if kind == "end" else f"{show(val)} at character {pos}"
+            raise _ParseError(f"expected {show(text)}, got {where}")
 
     def factor(self):
         """-> (coef vector or None, number)."""
@@ -97,7 +108,8 @@ class _Parser:
         if kind == "num":
             x = float(val)
             if not math.isfinite(x):
-                raise _ParseError(f"number {val!r} is not finite")
+                raise _ParseError(f"number {show(val, 40)} is not finite")
+            _check_magnitude(x, f"number {show(val, 40)}")
             return None, x
         if kind == "bw":
             self.expect("[")
@@ -109,10 +121,10 @@ class _Parser:
                     + ("" if k == "end" else f" at character {ipos}")
                 )
             self.expect("]")
-            d = int(idx)
+            d = int(idx) if len(idx) <= 6 else self.num_dims
             if d >= self.num_dims:
                 raise _ParseError(
-                    f"dimension index {d} out of range (network has {self.num_dims} "
+                    f"dimension index {clip(idx, 40)} out of range (network has {self.num_dims} "
                     "dims)"
                 )
             v = np.zeros(self.num_dims)
@@ -120,7 +132,7 @@ class _Parser:
             return v, 1.0
         if kind == "end":
             raise _ParseError("expression ends where a number or bw[i] was expected")
-        raise _ParseError(f"expected a number or bw[i] at character {pos}, got {val!r}")
+        raise _ParseError(f"expected a number or bw[i] at character {pos}, got {show(val)}")
 
     def term(self):
         """-> (coef vector [D], constant)."""
@@ -139,6 +151,7 @@ class _Parser:
                     raise _ParseError("product of two bw terms is not linear")
                 vec = v2
             scale *= s2
+            _check_magnitude(scale, "a product")
         if vec is None:
             return np.zeros(self.num_dims), scale
         return vec * scale, 0.0
@@ -167,7 +180,7 @@ class _Parser:
             if kind == "end":
                 raise _ParseError("missing comparison operator (==, <= or >=)")
             raise _ParseError(
-                f"unexpected {val!r} at character {pos}; expected +, -, or a "
+                f"unexpected {show(val)} at character {pos}; expected +, -, or a "
                 "comparison "
                 "operator (==, <=, >=)"
             )
@@ -176,11 +189,11 @@ class _Parser:
         kind, val, pos = self.peek()
         if kind == "op":
             raise _ParseError(
-                f"second comparison operator {val!r} at character {pos}; write chained "
+                f"second comparison operator {show(val)} at character {pos}; write chained "
                 "comparisons as separate constraints"
             )
         if kind != "end":
-            raise _ParseError(f"unexpected {val!r} at character {pos}")
+            raise _ParseError(f"unexpected {show(val)} at character {pos}")
         # lhs.c @ bw + lhs.k  OP  rhs.c @ bw + rhs.k   ->   (lc - rc) @ bw  OP  rk - lk
         a = lhs[0] - rhs[0]
         b = rhs[1] - lhs[1]
@@ -188,6 +201,10 @@ class _Parser:
             raise _ParseError("constraint has no bw term")
         if not np.any(a):
             raise _ParseError("the bw terms cancel out, leaving no bw term")
+        if np.abs(a).max() < 1.0 / LIMITS.max_coefficient:
+            raise _ParseError(
+                f"the bw terms nearly cancel out (largest coefficient {np.abs(a).max():.3g}, "
+                f"below {1.0 / LIMITS.max_coefficient:g})")
         if op == ">=":
             a, b = -a, -b
         return op, a + 0.0, b + 0.0  # + 0.0 turns -0.0 into 0.0
@@ -216,30 +233,33 @@ def parse_linear_constraints(
     """
     if isinstance(num_dims, bool) or not isinstance(num_dims, int) or num_dims < 1:
         raise LibraInputError(
-            f"{field}: num_dims = {num_dims!r}; expected an integer >= 1."
+            f"{field}: num_dims = {show(num_dims)}; expected an integer >= 1."
         )
     if strings is None:
         strings = []
     if isinstance(strings, (str, bytes)):
         raise LibraInputError(
-            f"{field} = {strings!r}: expected a list of constraint strings, got a "
+            f"{field} = {show(strings)}: expected a list of constraint strings, got a "
             "single "
             "string (wrap it in a list)."
         )
-    try:
-        items = list(strings)
-    except TypeError:
+    items = as_list(strings, field, what="a list of constraint strings")
+    if len(items) > LIMITS.max_constraints:
         raise LibraInputError(
-            f"{field} = {strings!r}: expected a list of constraint strings."
-        ) from None
+            f"{field}: {len(items):,} constraints; at most {LIMITS.max_constraints:,} are "
+            "supported.")
     eq_a, eq_b, in_a, in_b = [], [], [], []
     for i, s in enumerate(items):
         if not isinstance(s, str):
-            raise LibraInputError(f"{field}[{i}] = {s!r}: expected a string.")
+            raise LibraInputError(f"{field}[{i}] = {show(s)}: expected a string.")
+        if len(s) > LIMITS.max_constraint_chars:
+            raise LibraInputError(
+                f"{field}[{i}] = {show(s)}: {len(s):,} characters; at most "
+                f"{LIMITS.max_constraint_chars:,} are supported.")
         try:
             op, a, b = _Parser(_tokenize(s), num_dims).constraint()
         except _ParseError as e:
-            raise LibraInputError(f'{field}[{i}] = "{s}": {e}') from None
+            raise LibraInputError(f'{field}[{i}] = "{clip(s)}": {e}') from None
         if op == "==":
             eq_a.append(a)
             eq_b.append(b)
