@@ -134,6 +134,8 @@ def show(value, limit: int = SHOW_CHARS) -> str:
         text = _SHORT_REPR.repr(value)
     except Exception:  # noqa: BLE001 -- a value whose repr fails is named by its type
         text = f"<{type(value).__name__}>"
+    if "\n" in text:  # numpy arrays print over lines: one paragraph
+        text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -409,9 +409,10 @@ def _parse_yaml(
             )
         total_layers += count
         if total_layers > LIMITS.max_layers:
+            so_far = f" makes {total_layers:,} layers" if count < total_layers else ""
             raise LibraInputError(
-                f"{where}: count = {show(count)} makes {total_layers:,} layers so far; at "
-                f"most {LIMITS.max_layers:,} are supported.")
+                f"{where}: count = {show(count)}{so_far}; a workload has at most "
+                f"{LIMITS.max_layers:,} layers.")
         c_row, k_row, s_row, g_row = [], [], [], []
         for phase in PHASES:
             if phase not in layer:
