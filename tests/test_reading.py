@@ -175,9 +175,13 @@ def test_a_multi_megabyte_list_in_a_small_file_is_refused_at_once(tmp_path):
              match="more than 10,000 YAML nodes")
 
 
-def test_unreadable_paths(tmp_path):
-    _refused(lj.load_network_file, str(tmp_path / "a\0b.yml"), match="cannot read")
+def test_unreadable_paths_and_paths_that_are_not_paths(tmp_path):
+    _refused(lj.load_network_file, str(tmp_path / "a\0b.yml"), match="expected a file path")
     _refused(lj.load_network_file, str(tmp_path), match="cannot read")
+    for value in (5, None, ["a.yml"], b"a.yml"):
+        _refused(lj.load_cost_model, value, match="path = ")
+    _refused(lj.load_workload, str(tmp_path / "w.txt"), 5, match="communicator_file = 5")
+    _refused(lj.cost_rates_usd_per_gbps, "RI(4)", None, match="network: expected a Network")
 
 
 # ------------------------------------------------------------------ integers and limits

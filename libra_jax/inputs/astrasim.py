@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS
+from libra_jax.inputs.limits import LIMITS, as_path
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
 from libra_jax.inputs.topology import Network, network_from_lists
 from libra_jax.types import BLOCKS, LibraInputError, show
@@ -311,7 +311,7 @@ def export_design(
         "boost-mode": 0,
     }
 
-    out_dir = os.fspath(out_dir)
+    out_dir = as_path(out_dir, "out_dir")
     yaml_path = os.path.join(out_dir, _NETWORK_FILE)
     json_path = os.path.join(out_dir, _SYSTEM_FILE)
     try:
@@ -385,7 +385,7 @@ def import_network_yaml(
         of different lengths, NPU count not an integer >= 2, bandwidth not finite and
         > 0, latency not finite and >= 0, or a bad ``algorithm`` / ``cost_tiers``.
     """
-    path = os.fspath(path)
+    path = as_path(path, "path")
     data = read_yaml_mapping(path, "ASTRA-sim network", allowed=_YAML_KEYS,
                              max_nodes=SMALL_FILE_NODES)
     for key in ("topology", "npus_count"):

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS, as_real
+from libra_jax.inputs.limits import LIMITS, as_instance, as_path, as_real
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
 from libra_jax.inputs.topology import Network
 from libra_jax.types import LibraInputError, clip, show
@@ -99,7 +99,7 @@ def load_cost_model(path: str | os.PathLike) -> CostModel:
       LibraInputError: unreadable or invalid file, or a bad tier (see
         :class:`CostModel`).
     """
-    path = os.fspath(path)
+    path = as_path(path, "path")
     data = read_yaml_mapping(path, "cost model", max_nodes=SMALL_FILE_NODES)
     return CostModel(tiers=data, source=path)
 
@@ -125,6 +125,8 @@ def cost_rates_usd_per_gbps(network: Network, cost_model: CostModel) -> np.ndarr
       LibraInputError: network without cost tiers, a tier missing from the cost model,
         or a required price missing.
     """
+    as_instance(network, Network, "network")
+    as_instance(cost_model, CostModel, "cost_model")
     if network.cost_tiers is None:
         raise LibraInputError(
             f"{network.source}: the network {network.notation} has no cost tiers "

@@ -203,3 +203,24 @@ def check_npus(npus: Sequence[int], where: str) -> None:
         raise LibraInputError(
             f"{where}: {' x '.join(map(str, npus))} = {total:,} NPUs; at most "
             f"{_num(LIMITS.max_npus)} NPUs in all are supported.")
+
+
+def as_path(value: Any, field: str) -> str:
+    """A file path (``str`` or ``os.PathLike``) as a string; anything else, or a path with a
+    NUL byte, raises."""
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise LibraInputError(f"{field} = {show(value)}: expected a file path.")
+    return path
+
+
+def as_instance(value: Any, cls: type, field: str) -> Any:
+    """``value`` if it is a ``cls`` (e.g. a ``Network``); anything else raises, naming the
+    type expected and the type given."""
+    if isinstance(value, cls):
+        return value
+    raise LibraInputError(
+        f"{field}: expected a {cls.__name__}, got {type(value).__name__} {show(value)}.")

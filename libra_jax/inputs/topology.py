@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS, as_list, check_npus
+from libra_jax.inputs.limits import LIMITS, as_list, as_path, check_npus
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
 from libra_jax.types import BLOCK_ABBREV, BLOCKS, Block, LibraInputError, show
 
@@ -339,7 +339,7 @@ def load_network_file(path: str | os.PathLike) -> Network:
       LibraInputError: unreadable file, invalid YAML, missing or unknown keys, or any
         error of :func:`network_from_lists`.
     """
-    path = os.fspath(path)
+    path = as_path(path, "path")
     data = read_yaml_mapping(path, "network", allowed=_NETWORK_KEYS,
                              max_nodes=SMALL_FILE_NODES)
     for key in ("Topology", "NpusCount"):

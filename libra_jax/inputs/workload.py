@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS
+from libra_jax.inputs.limits import LIMITS, as_instance, as_path
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_text, read_yaml_mapping
 from libra_jax.inputs.topology import Network
 from libra_jax.types import (
@@ -221,7 +221,7 @@ def load_communicator(path: str | os.PathLike) -> np.ndarray:
       LibraInputError: unreadable or invalid file, missing or unknown keys, rows of
         different lengths, entries that are not integers, 0 or < -1.
     """
-    path = os.fspath(path)
+    path = as_path(path, "path")
     data = read_yaml_mapping(path, "communicator", allowed=COMMUNICATOR_KEYS,
                              max_nodes=SMALL_FILE_NODES)
     rows = []
@@ -548,7 +548,7 @@ def load_workload(
         non-numeric values), negative times or sizes, unknown collective names, missing
         keys, bad communicators or communicator lengths that disagree with ``num_dims``.
     """
-    path = os.fspath(path)
+    path = as_path(path, "path")
     suffix = os.path.splitext(path)[1].lower()
     if num_dims is not None and (
         isinstance(num_dims, bool)
@@ -559,7 +559,8 @@ def load_workload(
             f"{path}: num_dims = {show(num_dims)}; expected an integer >= 1."
         )
     comm_source = (
-        os.fspath(communicator_file) if communicator_file is not None else None
+        as_path(communicator_file, "communicator_file")
+        if communicator_file is not None else None
     )
     if suffix == ".txt":
         if communicator_file is None:
@@ -615,6 +616,8 @@ def check_workload_network(workload: Workload, network: Network) -> None:
       LibraInputError: naming the layer, phase kind, dimension and value of the first
         bad entry, or both lengths when they differ.
     """
+    as_instance(workload, Workload, "workload")
+    as_instance(network, Network, "network")
     comm = np.asarray(workload.communicator)
     if comm.ndim != 3 or comm.shape[1] != len(PHASES):
         raise LibraInputError(
