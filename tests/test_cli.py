@@ -84,6 +84,10 @@ def test_turing_nlg_run(tmp_path):
     assert _relative(result["baseline"]["network_cost_usd"], base["network_cost_usd"]) < 1e-9
 
     assert sum(result["bandwidth_gbps"]) == pytest.approx(500.0, rel=1e-6)
+    # The design at full precision, ready to paste into libra-evaluate (issue 17).
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("design at full precision"))
+    pasted = line.split("'bandwidth_gbps=[")[1].rstrip("]'")
+    assert [float(x) for x in pasted.split(",")] == result["bandwidth_gbps"]
     assert result["speedup"] == pytest.approx(
         result["baseline"]["step_time_ns"] / result["step_time_ns"], rel=1e-12
     )

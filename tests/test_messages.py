@@ -5,13 +5,16 @@ the config's; a few subprocesses check that the ``cli()`` entry points are wired
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
 import subprocess
+import re
 import sys
 import types
 
+import numpy as np
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
@@ -284,3 +287,230 @@ def test_time_text_picks_the_largest_unit_that_reads_at_least_one(value, text):
     if value is not None:
         assert f"marginal value of the total budget: {text} per GB/s" in lines
     assert f"marginal value of one more GB/s on a dimension alone (per GB/s): {text}" in lines
+
+
+# --------------------------------------------------------------------------------------------
+# Messages a careless user meets (issue 17)
+
+
+def test_misspelt_key_without_plus_gets_did_you_mean(capsys):
+    # Hydra's own message was "To append to your config use +objectiv=...", no hint.
+    err = _command_line_error(capsys, "conf=turing_nlg", "objectiv=perf_per_cost")
+    assert err == ("error: objectiv='perf_per_cost': not a config key; did you mean "
+                   "objective? (--help lists every key)\n")
+    err = _command_line_error(capsys, "constraints.total_bw_gpbs=400")
+    assert "did you mean constraints.total_bw_gbps?" in err
+    err = _command_line_error(capsys, "~objectiv")
+    assert err.startswith("error: ~objectiv: not a config key; did you mean objective?")
+
+
+def test_list_split_by_the_shell_is_quoted_whole(capsys):
+    # bandwidth_gbps=[100, 200, 200] unquoted: the shell passes 3 arguments.
+    err = _command_line_error(capsys, "conf=turing_nlg", "bandwidth_gbps=[100,", "200,", "200]")
+    assert err == ("error: the shell split the override 'bandwidth_gbps=[100, 200, 200]' at "
+                   "its spaces into 3 arguments, which Hydra reads one by one; quote it whole: "
+                   "'bandwidth_gbps=[100, 200, 200]'\n")
+    (parsed,) = OverridesParser.create().parse_overrides(["bandwidth_gbps=[100, 200, 200]"])
+    assert parsed.value() == [100, 200, 200]
+
+
+def test_npus_without_topology_names_the_missing_key():
+    cfg = _compose("conf=turing_nlg", "network.file=null", "network.npus=[16,8,32]")
+    with pytest.raises(LibraInputError) as info:
+        config.to_inputs(cfg)
+    assert str(info.value).startswith(
+        "network.npus=[16, 8, 32] needs network.topology (the block of each dimension, e.g. "
+        "network.topology=[Ring,FullyConnected,Switch]), which is null;")
+    with pytest.raises(LibraInputError, match=r"none is set \(network.file, network.notation "
+                                              r"and network.topology are all null\)"):
+        config.to_inputs(_compose("conf=turing_nlg", "network.file=null"))
+
+
+def _scan_command_line_error(capsys, *argv: str) -> str:
+    from libra_jax.studies.scan import ScanConfig
+    with pytest.raises(SystemExit) as info:
+        config.check_command_line("libra_jax.scan", None, list(argv), schema=ScanConfig,
+                                  groups=())
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    return err
+
+
+def test_scan_refuses_the_train_groups_before_hydra(capsys):
+    for group, value in (("conf", "gpt3"), ("constraints", "none"), ("dnn", "gpt3_175b")):
+        err = _scan_command_line_error(capsys, f"{group}={value}")
+        assert err.startswith(f"error: {group}='{value}': libra_jax.scan has no config group "
+                              f"{group} (conf, constraints, dnn are groups of libra_jax.train")
+        assert "its keys are space, workloads, scan, report, compilation_cache_dir" in err
+    assert "did you mean space.npus?" in _scan_command_line_error(capsys, "space.npu=3")
+    from libra_jax.studies.scan import ScanConfig
+    config.check_command_line("libra_jax.scan", None, [
+        "-m", "scan.num_shards=3", "scan.shard_index=range(0,3)", "hydra/launcher=libra_joblib",
+        "space.npus=64", "workloads.0.tp=4"], schema=ScanConfig, groups=())
+
+
+def test_scan_help_lists_no_groups(tmp_path):
+    proc = _cli("libra_jax.scan", "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "== Configuration groups ==" not in proc.stdout
+    for group in ("conf: ", "constraints: ", "dnn: "):
+        assert group not in proc.stdout
+    assert "The scan has no config groups" in proc.stdout
+    assert "space:\n  npus: 4096" in proc.stdout  # the config is still listed
+
+
+def test_design_line_has_full_precision_and_evaluate_explains_rounding():
+    from libra_jax.cli import evaluate
+    optimum = [468.864469123, 27.350427456, 3.785103421]  # sums to 500 (within 1e-12)
+    line = report.design_override(optimum)
+    assert line == "'bandwidth_gbps=[468.864469123,27.350427456,3.785103421]'"
+    (parsed,) = OverridesParser.create().parse_overrides([line[1:-1]])
+    assert parsed.value() == optimum  # what Hydra reads back is the optimum, bit for bit
+    assert report.design_override([1.0, float("nan")]) is None
+    _, _, _, spec = config.to_inputs(_compose("conf=turing_nlg"))  # sum(bw) == 500
+    assert evaluate.constraint_report(spec, np.array(optimum), None)["satisfied"]
+    # The table's 3 decimals: 468.864 + 27.350 + 3.785 = 499.999.
+    c = evaluate.constraint_report(spec, np.array([468.864, 27.350, 3.785]), None)
+    assert c["violated"] == [
+        "constraints.total_bw_gbps: sum(bw) = 499.999 but must be == 500 (off by 0.001, "
+        "within the rounding of the digits given: up to 0.006; evaluate the full-precision "
+        "'bandwidth_gbps=[...]' line libra-train prints)"]
+    np.testing.assert_allclose(evaluate.rounding_gbps(np.array([468.864, 27.35, 500.0, 1e-5])),
+                               [5e-4, 5e-3, 0.0, 5e-6])
+    # A real violation says nothing of rounding.
+    c = evaluate.constraint_report(spec, np.array([468.8, 27.3, 3.7]), None)
+    assert c["violated"] == ["constraints.total_bw_gbps: sum(bw) = 499.8 but must be == 500"]
+    spec = dataclasses.replace(spec, linear=["bw[0] == 468.864469123"], lower_gbps=[0, 0, 3.7852])
+    c = evaluate.constraint_report(spec, np.array([468.864, 27.350, 3.785]), None)
+    assert len(c["violated"]) == 3 and all("within the rounding" in v for v in c["violated"])
+
+
+# --------------------------------------------------------------------------------------------
+# Bad values on the command line: an error: paragraph, no traceback (issue 17)
+
+
+BIG = "1" * 5000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["constraints.total_bw_gbps=abc"],
+     "constraints.total_bw_gbps='abc': expected a number or null."),
+    (["constraints.total_bw_gbps=true"],
+     "constraints.total_bw_gbps=true: expected a number or null."),
+    (['network.npus=[4,"x"]'],
+     "network.npus=[4, 'x']: expected a list of integers or null ([1]: Value 'x' of type "
+     "'str' could not be converted to Integer)."),
+    (["constraints.linear=5"], "constraints.linear=5: expected a list of strings."),
+    ([f"constraints.total_bw_gbps={BIG}"],
+     "constraints.total_bw_gbps: the override 'constraints.total_bw_gbps=11111111111..."
+     "11111111111111111111111111111111111111' holds an integer of 5,000 digits, more than "
+     "Python reads (4,300 digits at most); no input of libra_jax needs a number that large."),
+    ([f"network.npus=[1,{BIG}]"], "holds an integer of 5,000 digits"),
+    (["constraints.total_bw_gbps=1" + "0" * 400],
+     "constraints.total_bw_gbps=<an integer of about 401 digits>: expected a number or null "
+     "(int too large to convert to float)."),
+    (["objective=fastest"], "objective='fastest': expected one of perf, perf_per_cost."),
+    (["objective=null"], "objective=null: expected one of perf, perf_per_cost."),
+    (["workload.model=5"], "workload.model=5: expected a mapping {key: value, ...}."),
+    (["workloads=[{fil: a}]"], "(Key 'fil' not in 'WorkloadEntryConfig')."),
+    (["-m", "constraints.total_bw_gbps=400,abc"],
+     "constraints.total_bw_gbps='abc': expected a number or null."),
+    (["conf=turing_nlgg"], "conf='turing_nlgg': conf has no option 'turing_nlgg'; the "
+                           "options are dlrm, dlrm_4d,"),
+    (["-m", "constraints=none,total_bw_5000gbps"], "constraints has no option "
+                                                   "'total_bw_5000gbps'"),
+    (["a" * 5000 + "=1"], "'aaaaaaaa"),
+], ids=["str-for-float", "bool-for-float", "str-in-int-list", "int-for-list", "5000-digits",
+        "5000-digits-in-list", "float-overflow", "bad-choice", "null-choice", "int-for-dict",
+        "bad-key-in-list", "sweep", "bad-preset", "bad-group-option-in-sweep", "huge-key"])
+def test_bad_value_on_the_command_line_is_an_error_paragraph(capsys, argv, message):
+    err = _command_line_error(capsys, *argv)
+    assert message in err and err.count("\n") == 1 and len(err) < 1000
+
+
+@pytest.mark.parametrize("argv", [
+    ["space.npus=abc"], ["space.npus=true"], ['space.budgets_gbps=[4,"x"]'], ["space.blocks=5"],
+    [f"space.npus={BIG}"], ["scan.format=parqet"]])
+def test_bad_value_on_the_scan_command_line_is_an_error_paragraph(capsys, argv):
+    err = _scan_command_line_error(capsys, *argv)
+    assert argv[0].split("=")[0] in err and len(err) < 1000
+
+
+@pytest.mark.parametrize("argv", [
+    ["conf=turing_nlg", "hydra.run.dir=/x", "hydra/launcher=libra_joblib",
+     "hydra.job.chdir=false"],
+    ["conf=turing_nlg", "workload.model.d_model=5", "+workload.npu.memory_gb=80"],
+    ["conf=turing_nlg", "network.npus.0=4", "constraints.upper_gbps=[1,null,inf]"],
+    ["conf=turing_nlg", "constraints.total_bw_gbps=${oc.env:TOTAL,500}"],
+    ["-m", "conf=turing_nlg,gpt3", "constraints.total_bw_gbps=range(100,500,100)"],
+    ["-m", "hydra/sweeper=optuna", "constraints.total_bw_gbps=choice(400,600,-5)"],
+    ["dnn=null", "conf=turing_nlg", "system.chunks=[1,4]", "weights=[1,2]"],
+])
+def test_good_command_lines_still_pass(argv):
+    config.check_command_line("libra_jax.train", "conf=turing_nlg", argv)
+
+
+def test_run_dir_under_a_file_is_refused_before_hydra(capsys, tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    err = _command_line_error(capsys, "conf=turing_nlg", f"hydra.run.dir={tmp_path}/a_file/run")
+    assert f"'{tmp_path}/a_file' is a file, so the run directory cannot be made there" in err
+    config.check_command_line("libra_jax.train", None, [f"hydra.run.dir={tmp_path}/new/run"])
+    assert not (tmp_path / "new").exists()  # checked, not made
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["constraints.total_bw_gbps=inf"], "constraints.total_bw_gbps = inf"),
+    (["constraints.total_bw_gbps=nan"], "constraints.total_bw_gbps = nan"),
+    (["constraints.max_cost_usd=nan"], "constraints.max_cost_usd = nan"),
+])
+def test_non_finite_numbers_are_input_errors(overrides, message):
+    with pytest.raises(LibraInputError, match=re.escape(message)):
+        config.to_inputs(_compose("conf=turing_nlg", *overrides))
+
+
+def test_interpolation_of_the_wrong_type_is_an_input_error():
+    from libra_jax.cli import runtime
+    cfg = _compose("conf=turing_nlg", "constraints.total_bw_gbps=${oc.env:HOME}")
+    with pytest.raises(LibraInputError, match=r"^constraints\.total_bw_gbps: While "
+                                              r"dereferencing interpolation"):
+        runtime.typed_config(cfg)
+
+
+def test_evaluate_refuses_bounds_of_another_length():
+    from libra_jax.cli import evaluate
+    c = config._as_config(_compose("conf=turing_nlg", "bandwidth_gbps=[400,50,50]",
+                                   "constraints.lower_gbps=[1,2,3,4]"))
+    with pytest.raises(LibraInputError, match=r"constraints.lower_gbps = \[1.0, 2.0, 3.0, "
+                                              r"4.0\]: has 4 entries but the network has 3"):
+        evaluate.run(c, pathlib.Path("unused"))
+
+
+@pytest.mark.parametrize("module, args, code, words", [
+    ("libra_jax.train", ["conf=turing_nlg", f"constraints.total_bw_gbps={BIG}"], 2,
+     "holds an integer of 5,000 digits"),
+    ("libra_jax.evaluate", ["conf=turing_nlg", "bandwidth_gbps=[400,50,50]",
+                            "constraints.total_bw_gbps=nan"], 1,
+     "constraints.total_bw_gbps = nan"),
+    ("libra_jax.scan", ["scan.output_dir=/proc/no/such/dir"], 1,
+     "cannot use '/proc/no"),
+], ids=["train", "evaluate", "scan"])
+def test_commands_report_bad_input_without_a_traceback(tmp_path, module, args, code, words):
+    proc = _cli(module, *args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and words in errors[0], proc.stderr
+
+
+def test_evaluate_says_a_violation_is_rounding(tmp_path, capsys, caplog):
+    from libra_jax.cli import evaluate
+    c = config._as_config(_compose("conf=turing_nlg", "bandwidth_gbps=[468.864,27.350,3.785]"))
+    with caplog.at_level("INFO", logger="libra_jax.cli.evaluate"):
+        evaluate.run(c, tmp_path)
+    out = capsys.readouterr().out
+    assert ("VIOLATED: constraints.total_bw_gbps: sum(bw) = 499.999 but must be == 500 (off by "
+            "0.001, within the rounding of the digits given") in out
+    assert "constraints VIOLATED (within the rounding of the digits given)" in caplog.text
+    data = json.loads((tmp_path / "result.json").read_text())
+    assert data["constraints"]["satisfied"] is False

@@ -25,7 +25,7 @@ from libra_jax.solvers.solve import equal_split, solve
 from libra_jax.studies import cosearch, multi
 from libra_jax.studies.chunk_counts import solve_chunk_counts
 from libra_jax.studies.sensitivity import sensitivities
-from libra_jax.types import LibraInputError
+from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
     list), print the table, write ``result.json``; returns the objective value."""
     if c.bandwidth_gbps is not None:
         raise LibraInputError(
-            f"bandwidth_gbps={list(c.bandwidth_gbps)} is an input of libra-evaluate "
+            f"bandwidth_gbps={show(list(c.bandwidth_gbps))} is an input of libra-evaluate "
             "(evaluate a given design); libra-train optimises the bandwidths. Remove it, or "
             "run libra-evaluate.")
     network, workload, cost_rates, spec = config.to_inputs(c)
@@ -117,7 +117,7 @@ def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth
     delay = tm.endpoint_delay_ns
     if delay != int(delay):
         raise LibraInputError(
-            f"system.endpoint_delay_ns = {delay!r}: ASTRA-sim counts whole ns; give an integer "
+            f"system.endpoint_delay_ns = {show(delay)}: ASTRA-sim counts whole ns; give an integer "
             "to export the design (export_astrasim=true).")
     yml, js = astrasim.export_design(
         network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
@@ -138,7 +138,7 @@ def _refuse_timing(c: LibraConfig, what: str) -> None:
     changed = [f"{k}={getattr(c, k)}" for k, default in
                (("model", "libra"), ("training_loop", "no_overlap")) if getattr(c, k) != default]
     if c.system.chunks is not None:
-        changed.append(f"system.chunks={c.system.chunks}")
+        changed.append(f"system.chunks={show(c.system.chunks)}")
     if changed:
         raise LibraInputError(
             f"{', '.join(changed)}: {what} use LIBRA's model (model=libra, "
@@ -173,7 +173,7 @@ def run_cosearch(c: LibraConfig, output_dir: pathlib.Path) -> float:
         raise LibraInputError(
             f"cosearch.enabled=true needs a generated transformer workload "
             f"(workload.generator=transformer or moe); got workload.generator="
-            f"{c.workload.generator!r}."
+            f"{show(c.workload.generator)}."
         )
     if c.objective != "perf":
         raise LibraInputError(
@@ -196,7 +196,7 @@ def run_cosearch(c: LibraConfig, output_dir: pathlib.Path) -> float:
         reference = cosearch.placement_from_communicator(
             comm, network.npus, "cosearch.reference_communicator")
     if not (isinstance(cs.top_k, int) and cs.top_k >= 1):
-        raise LibraInputError(f"cosearch.top_k = {cs.top_k!r}: expected an integer >= 1.")
+        raise LibraInputError(f"cosearch.top_k = {show(cs.top_k)}: expected an integer >= 1.")
     log.info("co-search of the mappings of %s on %s", workload.name, network.notation)
     res = cosearch.cosearch(template, network, model, par, npu, cs.tp, cs.pp, cs.dp, reference)
     # The best mapping, solved and reported like a single run (with the equal-split baseline).

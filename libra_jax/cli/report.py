@@ -255,8 +255,23 @@ def _header_and_dims(title, objective, words, spec, network, bw, base_bw, label)
                  _fmt(sum(map(float, base_bw)), ".3f")))
     lines += _table(rows, "rlrlrr")
     lines.append("(bandwidth is per NPU, per dimension)")
+    design = design_override(bw)
+    if design is not None:
+        lines.append(f"design at full precision, for libra-evaluate: {design}")
     lines.append("")
     return lines
+
+
+def design_override(bw: Any) -> str | None:
+    """``'bandwidth_gbps=[...]'``: the design as a libra-evaluate override, every number at
+    full precision (its shortest exact repr, so the constraints the optimum meets still hold
+    when it is evaluated; the table's 3 decimals can break ``sum(bw) == 500`` by rounding),
+    in single quotes for the shell (``[`` is a pattern to zsh). None when an entry is not a
+    finite number."""
+    values = [_num(x) for x in list(bw)]
+    if not values or any(v is None for v in values):
+        return None
+    return "'bandwidth_gbps=[" + ",".join(repr(v) for v in values) + "]'"
 
 
 def _notes(status: str, projected: bool) -> list[str]:
@@ -266,7 +281,8 @@ def _notes(status: str, projected: bool) -> list[str]:
         lines += ["", "note: the equal split of the budget violates the constraints; the baseline",
                   "      is the nearest feasible point to it instead."]
     if status != "ok":
-        lines += ["", f"warning: solver status is {status!r}; treat the numbers above with care."]
+        lines += ["", f"warning: solver status is {status!r}; treat the numbers above with "
+                  "care."]
     return lines
 
 

@@ -28,9 +28,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from jax.experimental.compilation_cache import compilation_cache
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from libra_jax.cli import config, report
-from libra_jax.types import LibraInputError
+from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +106,18 @@ def typed_config(cfg: DictConfig, schema: Any = config.LibraConfig) -> Any:
     or the scan's ``ScanConfig``): the one conversion of a command.
 
     Raises:
-      LibraInputError: a key the schema does not define (added with ``+``).
+      LibraInputError: a key the schema does not define (added with ``+``), or a value the
+        schema refuses once interpolations are resolved (``key=${oc.env:NAME}``, a key an
+        interpolation names that does not exist).
     """
     config.reject_unknown_keys(cfg, schema)
-    return OmegaConf.to_object(cfg)
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "config"
+        detail = (getattr(e, "msg", None) or str(e)).splitlines()
+        text = detail[0] if detail else type(e).__name__
+        raise LibraInputError(f"{key}: {text[:300]}") from None
 
 
 def objective_value(value: float | None) -> float:
@@ -120,6 +129,16 @@ def objective_value(value: float | None) -> float:
     and the sweeper's fallback then fails too).
     """
     return math.inf if value is None else float(value)
+
+
+def os_error_message(e: OSError) -> str:
+    """An ``OSError`` on a path the config names (an output directory, the compilation
+    cache, ...) as a one-line message, e.g. "cannot use '/proc/x': No such file or
+    directory"."""
+    reason = e.strerror or " ".join(str(e).split()) or type(e).__name__
+    if e.filename is None:
+        return f"{reason} (a path the config names)"
+    return f"cannot use {show(str(e.filename))}: {reason}"
 
 
 def _fail(output_dir: pathlib.Path, message: str, cfg: DictConfig) -> None:
@@ -157,8 +176,14 @@ def run_job(cfg: DictConfig, job: Callable[[config.LibraConfig, pathlib.Path], f
     except LibraInputError as e:
         message = " ".join(str(e).split())  # one paragraph
         log.error("error: %s", message)
+    except OSError as e:  # a path the config names cannot be made, read or written
+        message = os_error_message(e)
+        log.error("error: %s", message)
     except Exception as e:  # noqa: BLE001 -- a bug must not stop the other jobs of a sweep
-        message = f"internal error ({type(e).__name__}: {e}); please report it with the traceback"
+        text = " ".join(str(e).split())
+        text = text if len(text) <= 400 else text[:397] + "..."
+        message = (f"internal error ({type(e).__name__}: {text}); please report it with the "
+                   "traceback")
         log.exception("error: %s", message)
     _fail(output_dir, message, cfg)
     return objective_value(None)

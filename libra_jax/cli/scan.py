@@ -29,7 +29,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from libra_jax.cli.config import check_command_line
-from libra_jax.cli.runtime import enable_compilation_cache, typed_config
+from libra_jax.cli.runtime import enable_compilation_cache, os_error_message, typed_config
 from libra_jax.studies.scan import (
     ScanConfig,
     ScanResult,
@@ -75,6 +75,13 @@ def main(cfg: DictConfig) -> ScanResult:
     except LibraInputError as e:
         log.error("error: %s", " ".join(str(e).split()))
         sys.exit(1)
+    except OSError as e:  # e.g. a scan.output_dir that cannot be made
+        log.error("error: %s", os_error_message(e))
+        sys.exit(1)
+    except Exception as e:  # noqa: BLE001 -- a bug: the traceback goes with it
+        log.exception("error: internal error (%s: %s); please report it with the traceback",
+                      type(e).__name__, " ".join(str(e).split())[:400])
+        sys.exit(1)
     for line in describe(result).splitlines():
         log.info(line)
     if result.top_k_markdown is not None:  # this run wrote the summary
@@ -84,5 +91,5 @@ def main(cfg: DictConfig) -> ScanResult:
 
 def cli() -> None:
     """Console entry point (``libra-scan``)."""
-    check_command_line("libra_jax.scan", None)
+    check_command_line("libra_jax.scan", None, schema=ScanConfig, groups=())
     main()
