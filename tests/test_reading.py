@@ -332,3 +332,18 @@ def test_as_int_and_as_list():
     for value in ("ab", {"a": 1}, 5, b"ab", np.zeros((2, 2))):
         with pytest.raises(LibraInputError, match="^x = .*expected a list"):
             as_list(value, "x")
+
+
+def test_num_dims_beyond_the_limit_and_digits_of_other_scripts(tmp_path):
+    wl = _write(tmp_path, "wl.yaml", WORKLOAD)
+    _refused(lj.load_workload, wl, None, 10**5000, match="num_dims = <an integer of about")
+    _refused(parse_linear_constraints, ["bw[0] <= 1"], 10**5000, match="num_dims")
+    _refused(parse_linear_constraints, ["bw[0] <= 1"], 17, match="num_dims = 17")
+    # float() and int() read Arabic-Indic digits; ASTRA-sim and LIBRA do not: not numbers.
+    comm = _write(tmp_path, "comm.yml", COMM)
+    _refused(lj.load_workload, _write(tmp_path, "w.txt", TXT.replace("1000", "\u0661\u0662")),
+             comm, 2, match="is not a number")
+    _refused(lj.load_workload, _write(tmp_path, "w2.txt", TXT.replace("\n1\n", "\n\u0661\n")),
+             comm, 2, match="expected the number of layers")
+    _refused(lj.parse_notation, "RI(\u0661\u0666)", match="cannot parse at character 0")
+    _refused(parse_linear_constraints, ["bw[0] <= \u0661"], 2, match="unknown token")

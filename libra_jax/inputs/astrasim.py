@@ -328,7 +328,7 @@ def export_design(
     return yaml_path, json_path
 
 
-_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 def _yaml_number(x: Any, *, integer: bool) -> Any:

@@ -250,7 +250,7 @@ def network_from_lists(
     return Network(blocks=blocks, npus=counts_int, cost_tiers=tiers, source=source)
 
 
-_NOTATION_PART = re.compile(r"\s*([A-Za-z][A-Za-z_\-]*?)\s*\(\s*([+-]?\d+)\s*\)\s*")
+_NOTATION_PART = re.compile(r"\s*([A-Za-z][A-Za-z_\-]*?)\s*\(\s*([+-]?[0-9]+)\s*\)\s*")
 
 
 def parse_notation(

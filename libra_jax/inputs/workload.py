@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS, as_instance, as_path
+from libra_jax.inputs.limits import LIMITS, as_instance, as_int, as_path
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_text, read_yaml_mapping
 from libra_jax.inputs.topology import Network
 from libra_jax.types import (
@@ -131,6 +131,8 @@ def _number(value: Any, where: str, what: str) -> float:
 def _text_number(token: str, where: str, what: str) -> float:
     """A finite number >= 0, within its limit, parsed from a text token."""
     try:
+        if not token.isascii():  # float() reads other scripts' digits; ASTRA-sim does not
+            raise ValueError(token)
         value = float(token)
     except ValueError:
         raise LibraInputError(
@@ -282,7 +284,7 @@ def _parse_txt(path: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray
                 f"{path}, line {l1}: expected a parallelism line such as 'DATA' or "
                 f"'HYBRID_TRANSFORMER', got {show(' '.join(head))}."
             )
-        if not re.fullmatch(r"\d+", count[0]):
+        if not re.fullmatch(r"[0-9]+", count[0]):
             raise LibraInputError(
                 f"{path}, line {l2}: expected the number of layers (an integer) after "
                 "the "
@@ -550,14 +552,8 @@ def load_workload(
     """
     path = as_path(path, "path")
     suffix = os.path.splitext(path)[1].lower()
-    if num_dims is not None and (
-        isinstance(num_dims, bool)
-        or not isinstance(num_dims, numbers.Integral)
-        or num_dims < 1
-    ):
-        raise LibraInputError(
-            f"{path}: num_dims = {show(num_dims)}; expected an integer >= 1."
-        )
+    if num_dims is not None:
+        num_dims = as_int(num_dims, f"{path}: num_dims", 1, LIMITS.max_dims)
     comm_source = (
         as_path(communicator_file, "communicator_file")
         if communicator_file is not None else None

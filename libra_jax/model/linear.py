@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS, as_list
+from libra_jax.inputs.limits import LIMITS, as_int, as_list
 from libra_jax.types import LibraInputError, clip, show
 
 _TOKEN = re.compile(
@@ -36,7 +36,7 @@ _TOKEN = re.compile(
   | (?P<single_eq>=)
   | (?P<punct>[+\-*\[\]])
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,  # digits are 0-9 only (float() would read other scripts)
 )
 _OPS = {"==": "==", "<=": "<=", "=<": "<=", ">=": ">=", "=>": ">="}
 
@@ -114,7 +114,7 @@ class _Parser:
         if kind == "bw":
             self.expect("[")
             k, idx, ipos = self.take()
-            if k != "num" or not re.fullmatch(r"\d+", idx):
+            if k != "num" or not re.fullmatch(r"[0-9]+", idx):
                 shown = "the end" if k == "end" else repr(idx)
                 raise _ParseError(
                     f"bw index must be a non-negative integer, got {shown}"
@@ -231,10 +231,7 @@ def parse_linear_constraints(
         strict operator, bw index out of range, a constraint with no bw term, or a
         non-linear term; also when ``strings`` is a bare string or holds a non-string.
     """
-    if isinstance(num_dims, bool) or not isinstance(num_dims, int) or num_dims < 1:
-        raise LibraInputError(
-            f"{field}: num_dims = {show(num_dims)}; expected an integer >= 1."
-        )
+    num_dims = as_int(num_dims, f"{field}: num_dims", 1, LIMITS.max_dims)
     if strings is None:
         strings = []
     if isinstance(strings, (str, bytes)):
