@@ -11,8 +11,10 @@ import time
 
 import numpy as np
 import pytest
+import yaml
 
 import libra_jax as lj
+from libra_jax.inputs import LIBRA_INPUTS_DIR
 from libra_jax.inputs.astrasim import import_network_yaml
 from libra_jax.inputs.limits import LIMITS, MAX_FILE_MB_ENV, as_int, as_list, as_real
 from libra_jax.inputs.reading import read_text, read_yaml
@@ -154,7 +156,24 @@ def test_aliases_within_the_bound_are_fine_and_a_bomb_in_a_value_is_quoted_short
 def test_yaml_tags_that_run_code_stay_refused(tmp_path):
     text = "Topology: !!python/object/apply:os.system ['echo owned']\nNpusCount: [4]\n"
     _refused(lj.load_network_file, _write(tmp_path, "net.yml", text),
-             match="could not determine a constructor")
+             match="uses the YAML tag 'tag:yaml.org,2002:python/object/apply:os.system'")
+    for text in ("a: !!binary aGVsbG8=\n", "a: !custom 5\n", "a: !!set {b: null}\n"):
+        _refused(read_yaml, _write(tmp_path, "t.yml", text), "test", match="YAML tag")
+
+
+def test_recursive_and_missing_aliases_several_documents_and_list_keys(tmp_path):
+    for text, needle in [("a: &a [1, *a]\n", "recursive"), ("a: *zz\n", "no anchor"),
+                         ("a: 1\n---\nb: 2\n", "more than one YAML document"),
+                         ("? [1, 2]\n: 3\n", "keys must be strings or numbers")]:
+        _refused(read_yaml, _write(tmp_path, "t.yml", text), "test", match=needle)
+
+
+def test_plain_yaml_reads_as_pyyaml_safe_load_reads_it(tmp_path):
+    text = ("base: &b {Link: 1.0, Switch: 2}\nother: &o {Nic: 3}\nT:\n  <<: [*b, *o]\n"
+            "  Link: 5\nx: [0x1F, 1_000, .inf, ~, yes, 'yes', 2001-12-14, -1.5e3]\n")
+    assert read_yaml(_write(tmp_path, "t.yml", text), "test") == yaml.safe_load(text)
+    for path in LIBRA_INPUTS_DIR.rglob("*.yml"):
+        assert read_yaml(path, "test") == yaml.safe_load(path.read_text())
 
 
 def test_file_size_limit_and_its_environment_variable(tmp_path, monkeypatch):

@@ -51,7 +51,7 @@ def _tokenize(text: str) -> list[tuple[str, str, int]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            word = re.match(r"[A-Za-z_]\w*|\S", text[pos:]).group(0)
+            word = re.match(r"[A-Za-z_]\w*|.", text[pos:], re.DOTALL).group(0)
             raise _ParseError(
                 f"unknown token {show(word)} at character {pos}; allowed are numbers, "
                 "bw[i], "
