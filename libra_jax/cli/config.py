@@ -62,7 +62,7 @@ from libra_jax.model.pipelined import SCHEDULES
 from libra_jax.model.problem import ConstraintSpec
 from libra_jax.model.timing import MODELS, TRAINING_LOOPS, TimingModel, check_timing
 from libra_jax.studies.multi import MULTI_OBJECTIVES, check_weights
-from libra_jax.types import Choice, LibraInputError, show
+from libra_jax.types import Choice, LibraInputError, clip, show
 
 #: ``config.yaml`` and its groups (``conf/conf/<preset>.yaml``, ...), inside the package.
 CONF_DIR = pathlib.Path(__file__).resolve().parents[1] / "conf"
@@ -236,7 +236,7 @@ def _as_config(cfg: Any) -> LibraConfig:
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LibraConfig), cfg))
     except ValidationError as e:
         detail = e.msg.splitlines()[0] if e.msg else type(e).__name__
-        raise LibraInputError(f"{e.full_key}: {_cut(detail, 300)}") from None
+        raise LibraInputError(f"{e.full_key}: {clip(detail, 300)}") from None
 
 
 def _dataclass_in(tp: Any) -> Any:
@@ -637,11 +637,6 @@ def quoted_override(override: str) -> str:
     return f"'{key}={value}'"
 
 
-def _cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters (with ``...``)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _joined(overrides: Sequence[str]) -> list[tuple[str, int]]:
     """The overrides with the words the shell split off one (at the spaces of
     ``bw[0] >= bw[1]`` or ``[100, 200]``) joined back to it: ``(override, arguments)``."""
@@ -669,7 +664,7 @@ def _parse(parser: OverridesParser, override: str) -> tuple[Any, str | None]:
                   if len(override) <= _QUOTE_CHARS else
                   "quote the value (double quotes inside single quotes)")
         return None, (
-            f"cannot parse the override {show(override)}: {_cut(problem, 400)}. A string with "
+            f"cannot parse the override {show(override)}: {clip(problem, 400)}. A string with "
             "characters Hydra's grammar reserves (parentheses, brackets, spaces, comparisons, "
             "commas) needs double quotes for Hydra inside single quotes for the shell; "
             + quoted)
@@ -678,11 +673,11 @@ def _parse(parser: OverridesParser, override: str) -> tuple[Any, str | None]:
         digits = re.search(r"value has (\d+) digits", str(e))
         if digits:
             return None, (
-                f"{show(key)[1:-1]}: the override {show(override)} holds an integer of "
+                f"{clip(key)}: the override {show(override)} holds an integer of "
                 f"{int(digits.group(1)):,} digits, more than Python reads (4,300 digits at "
                 "most); no input of libra_jax needs a number that large.")
         return None, (f"cannot read the override {show(override)}: "
-                      f"{_cut(' '.join(str(e).split()), 400)}.")
+                      f"{clip(' '.join(str(e).split()), 400)}.")
 
 
 def _schema_walk(schema: Any, key: str) -> tuple[str, Any]:
@@ -755,9 +750,9 @@ def _type_problem(parent: Any, leaf: str, tp: Any, value: Any) -> str | None:
         where = getattr(e, "full_key", None) or ""
         expected = f"expected {_type_words(tp)[0]}"
         if detail and "[" in where:  # an element of a list: say which one
-            expected += f" ({where[len(leaf):]}: {_cut(detail[0], 200)})"
+            expected += f" ({where[len(leaf):]}: {clip(detail[0], 200)})"
         elif detail and not isinstance(e, ValidationError):  # e.g. a key, an overflow
-            expected += f" ({_cut(detail[0], 200)})"
+            expected += f" ({clip(detail[0], 200)})"
         return expected
     return None
 
@@ -775,7 +770,7 @@ def _label(parsed: Any, key: str) -> str:
     if parsed.is_delete():
         return f"~{key}"
     if parsed.is_sweep_override():  # as typed, e.g. choice(1,2) or 1,2
-        return f"{key}={show(parsed.input_line.partition('=')[2])[1:-1]}"
+        return f"{key}={clip(parsed.input_line.partition('=')[2])}"
     return f"{key}={_value_text(parsed.value())}"
 
 
