@@ -20,6 +20,7 @@ import math
 import reprlib
 
 import jax
+import numpy as np
 
 PHASES = ("forward", "input_grad", "weight_grad")
 COLLECTIVES = ("NONE", "ALLREDUCE", "REDUCESCATTER", "ALLGATHER", "ALLTOALL", "SENDRECV")
@@ -100,6 +101,11 @@ class _ShortRepr(reprlib.Repr):
         self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 3, 8, 8, 6
         self.maxset = self.maxfrozenset = self.maxdeque = self.maxarray = 8
         self.maxstring, self.maxother, self.maxlong = SHOW_CHARS, SHOW_CHARS, 40
+
+    def repr1(self, x, level):
+        if isinstance(x, np.generic):  # np.float64(5.0) -> 5.0, as the user wrote it
+            x = x.item()
+        return super().repr1(x, level)
 
     def repr_int(self, x, level):
         if x.bit_length() > 128:  # ~39 digits: say how long instead of printing it

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from libra_jax.inputs.limits import LIMITS, as_int, as_list, as_real, as_str
 from libra_jax.inputs.workload import Workload
-from libra_jax.types import BLOCK_ABBREV, Collective, LibraInputError
+from libra_jax.types import BLOCK_ABBREV, PHASES, Collective, LibraInputError, show
 
 GENERATORS = ("transformer", "moe", "resnet50", "dlrm")
 CONVENTIONS = ("libra", "megatron")
@@ -98,26 +98,34 @@ def parallel_communicators(
 # --------------------------------------------------------------------------------------------
 
 
-def _int(value: Any, key: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise LibraInputError(f"{key} = {value!r}: expected an integer >= {minimum}.")
-    return int(value)
+#: Largest integer a model or parallel key may be (a hidden size, a sequence length, a batch,
+#: a vocabulary, a degree...), unless a tighter limit applies (``layers``: LIMITS.max_layers;
+#: degrees: LIMITS.max_npus). Products of a handful of them stay far below float64's range;
+#: the workload generated is then checked against LIMITS (`_check_generated`).
+MAX_INT = 2**31
+#: Largest real a model or NPU key may be (peak TFLOP/s, memory GB, bytes per parameter);
+#: ``memory_bw_gbps`` has LIMITS.max_gbps.
+MAX_REAL = 1e12
 
 
-def _pos(value: Any, key: str, allow_zero: bool = False) -> float:
-    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real)
-          and math.isfinite(float(value)) and (float(value) >= 0 if allow_zero
-                                               else float(value) > 0))
-    if not ok:
-        raise LibraInputError(
-            f"{key} = {value!r}: expected a finite number {'>= 0' if allow_zero else '> 0'}."
-        )
-    return float(value)
+def _int(value: Any, key: str, minimum: int = 1, maximum: int = MAX_INT) -> int:
+    """An integer in [minimum, maximum] (bools, strings and fractions are not; an integral
+    float such as 8.0 is, and 1e300 is out of range)."""
+    return as_int(value, key, minimum, maximum)
+
+
+def _pos(value: Any, key: str, allow_zero: bool = False, maximum: float = MAX_REAL) -> float:
+    """A finite number in (0, maximum] ([0, maximum] with ``allow_zero``)."""
+    return as_real(value, key, 0.0, maximum, lo_open=not allow_zero)
 
 
 def _int_list(value: Any, key: str, minimum: int = 1) -> list[int]:
+    if isinstance(value, (list, tuple)) and len(value) > LIMITS.max_layers:
+        raise LibraInputError(
+            f"{key}: {len(value):,} entries; at most {LIMITS.max_layers:,} are supported "
+            "(LIMITS.max_layers).")
     if not isinstance(value, (list, tuple)) or not value:
-        raise LibraInputError(f"{key} = {value!r}: expected a non-empty list of integers.")
+        raise LibraInputError(f"{key} = {show(value)}: expected a non-empty list of integers.")
     return [_int(v, f"{key}[{i}]", minimum) for i, v in enumerate(value)]
 
 
@@ -125,9 +133,12 @@ class _Block:
     """Reads keys of one config block, reporting missing / unknown ones by full key name."""
 
     def __init__(self, data: Mapping[str, Any] | None, prefix: str, allowed: Sequence[str]):
+        if data is not None and not isinstance(data, Mapping):
+            raise LibraInputError(
+                f"{prefix} = {show(data)}: expected a mapping of keys ({', '.join(allowed)}).")
         self.data = dict(data or {})
         self.prefix = prefix
-        unknown = sorted(k for k in self.data if k not in allowed)
+        unknown = sorted((k for k in self.data if k not in allowed), key=str)
         if unknown:
             raise LibraInputError(
                 f"{prefix}.{unknown[0]}: unknown key for this generator; allowed keys are "
@@ -170,7 +181,8 @@ class Npu:
         mbw = b.get("memory_bw_gbps", None)
         return Npu(_pos(b.get("peak_tflops"), b.key("peak_tflops")), eff,
                    None if mem is None else _pos(mem, b.key("memory_gb")),
-                   None if mbw is None else _pos(mbw, b.key("memory_bw_gbps")))
+                   None if mbw is None else _pos(mbw, b.key("memory_bw_gbps"),
+                                                 maximum=LIMITS.max_gbps))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,7 +246,7 @@ def parse_placement(value: Any, npus: Sequence[int], key: str) -> Placement:
     """``{tp: [..], pp: [..], dp: [..]}`` per-dimension factors, checked against ``npus``."""
     if not isinstance(value, Mapping) or set(value) != {"tp", "pp", "dp"}:
         raise LibraInputError(
-            f"{key} = {value!r}: expected a mapping with keys tp, pp, dp, each a list of "
+            f"{key} = {show(value)}: expected a mapping with keys tp, pp, dp, each a list of "
             "per-dimension factors (1 = not used)."
         )
     f = {g: _int_list(value[g], f"{key}.{g}") for g in ("tp", "pp", "dp")}
@@ -273,15 +285,15 @@ class Parallel:
     def parse(data: Mapping[str, Any] | None, npus: Sequence[int] | None,
               prefix: str = "workload.parallel") -> "Parallel":
         b = _Block(data, prefix, Parallel._KEYS)
-        tp, pp, dp = (_int(b.get(k), b.key(k)) for k in ("tp", "pp", "dp"))
-        ep = _int(b.get("ep", 1), b.key("ep"))
-        zero = b.get("zero_stage")
-        if zero not in ZERO_STAGES or isinstance(zero, bool):
-            raise LibraInputError(f"{b.key('zero_stage')} = {zero!r}: expected 0, 1, 2 or 3.")
+        tp, pp, dp = (_int(b.get(k), b.key(k), maximum=LIMITS.max_npus)
+                      for k in ("tp", "pp", "dp"))
+        ep = _int(b.get("ep", 1), b.key("ep"), maximum=LIMITS.max_npus)
+        zero = as_int(b.get("zero_stage"), b.key("zero_stage"), ZERO_STAGES[0], ZERO_STAGES[-1],
+                      what=" (ZeRO stage)")
         rec = b.get("recompute")
-        if rec not in RECOMPUTE:
+        if not isinstance(rec, str) or rec not in RECOMPUTE:
             raise LibraInputError(
-                f"{b.key('recompute')} = {rec!r}: expected one of {', '.join(RECOMPUTE)}."
+                f"{b.key('recompute')} = {show(rec)}: expected one of {', '.join(RECOMPUTE)}."
             )
         if dp % ep:
             raise LibraInputError(
@@ -339,15 +351,16 @@ class Transformer:
         b = _Block(data, prefix, Transformer._KEYS)
         name = b.get("name")
         if not isinstance(name, str) or not name:
-            raise LibraInputError(f"{b.key('name')} = {name!r}: expected a non-empty string.")
+            raise LibraInputError(f"{b.key('name')} = {show(name)}: expected a non-empty string.")
         conv = b.get("convention")
-        if conv not in CONVENTIONS:
+        if not isinstance(conv, str) or conv not in CONVENTIONS:
             raise LibraInputError(
-                f"{b.key('convention')} = {conv!r}: expected one of {', '.join(CONVENTIONS)}."
+                f"{b.key('convention')} = {show(conv)}: expected one of {', '.join(CONVENTIONS)}."
             )
-        ints = {k: _int(b.get(k), b.key(k)) for k in (
-            "layers", "hidden", "heads", "ffn_hidden", "seq_len", "micro_batch",
-            "global_batch", "bytes_per_element")}
+        ints = {"layers": _int(b.get("layers"), b.key("layers"), maximum=LIMITS.max_layers)}
+        ints.update({k: _int(b.get(k), b.key(k)) for k in (
+            "hidden", "heads", "ffn_hidden", "seq_len", "micro_batch",
+            "global_batch", "bytes_per_element")})
         vocab = _int(b.get("vocab_size"), b.key("vocab_size"), 0)
         experts = _int(b.get("num_experts", 0), b.key("num_experts"), 0)
         top_k = _int(b.get("top_k", 1), b.key("top_k"))
@@ -552,6 +565,14 @@ def transformer_lines(m: Transformer, par: Parallel, npu: Npu) -> _Lines:
       docstring). The placement is not used.
     """
     mb = check_transformer_parallel(m, par)
+    blocks = m.layers // par.pp
+    per_block = 9 + (2 if m.num_experts else 0) + (1 if par.recompute == "full" else 0)
+    if blocks * per_block > LIMITS.max_layers:
+        raise LibraInputError(
+            f"workload.model.layers = {m.layers:,}: the generated workload would have "
+            f"{blocks * per_block:,} lines ({per_block} per block, {blocks:,} blocks on the "
+            f"first pipeline stage); at most {LIMITS.max_layers:,} are supported "
+            "(LIMITS.max_layers).")
     b, s, h, f, t, e = (m.micro_batch, m.seq_len, m.hidden, m.ffn_hidden, par.tp,
                         m.bytes_per_element)
     ns = 1.0 / npu.flops_per_ns
@@ -669,7 +690,7 @@ def resnet50_workload(model: Mapping[str, Any] | None, par: Parallel, npu: Npu, 
     conv + fc weights, no biases or batch-norm) on conv1's weight gradient."""
     b = _Block(model, f"{prefix}.model", ("name", "micro_batch", "global_batch",
                                           "bytes_per_element", "image_size"))
-    name = b.get("name")
+    name = as_str(b.get("name"), b.key("name"))
     mbatch = _int(b.get("micro_batch"), b.key("micro_batch"))
     gbatch = _int(b.get("global_batch"), b.key("global_batch"))
     e = _int(b.get("bytes_per_element"), b.key("bytes_per_element"))
@@ -715,7 +736,7 @@ def dlrm_workload(model: Mapping[str, Any] | None, par: Parallel, npu: Npu, num_
     b = _Block(model, f"{prefix}.model", ("name", "micro_batch", "global_batch",
                                           "bytes_per_element", "num_tables", "embedding_dim",
                                           "bottom_mlp", "top_mlp"))
-    name = b.get("name")
+    name = as_str(b.get("name"), b.key("name"))
     mbatch = _int(b.get("micro_batch"), b.key("micro_batch"))
     gbatch = _int(b.get("global_batch"), b.key("global_batch"))
     e = _int(b.get("bytes_per_element"), b.key("bytes_per_element"))
@@ -783,9 +804,11 @@ def generate(generator: str, model: Mapping[str, Any] | None, parallel: Mapping[
       LibraInputError: unknown generator, missing / unknown / bad keys, degrees that do not
         multiply to the NPU count or do not divide the model.
     """
-    if generator not in GENERATORS:
+    npus = [as_int(n, f"npus[{i}]", 1, LIMITS.max_npus_per_dim)
+            for i, n in enumerate(as_list(npus, "npus", what="a list of NPU counts"))]
+    if not isinstance(generator, str) or generator not in GENERATORS:
         raise LibraInputError(
-            f"{prefix}.generator = {generator!r}: unknown generator; expected one of "
+            f"{prefix}.generator = {show(generator)}: unknown generator; expected one of "
             f"{', '.join(GENERATORS)}."
         )
     chip = Npu.parse(npu, f"{prefix}.npu")
@@ -797,7 +820,35 @@ def generate(generator: str, model: Mapping[str, Any] | None, parallel: Mapping[
                 f"{prefix}.generator = moe needs {prefix}.model.num_experts > 0 (got 0)."
             )
         check_transformer_parallel(m, par, prefix)
-        return transformer_workload(m, par, chip, len(npus), f"generator {generator}")
-    if generator == "resnet50":
-        return resnet50_workload(model, par, chip, len(npus), prefix)
-    return dlrm_workload(model, par, chip, len(npus), prefix)
+        wl = transformer_workload(m, par, chip, len(npus), f"generator {generator}")
+    elif generator == "resnet50":
+        wl = resnet50_workload(model, par, chip, len(npus), prefix)
+    else:
+        wl = dlrm_workload(model, par, chip, len(npus), prefix)
+    check_generated(wl, prefix)
+    return wl
+
+
+def check_generated(wl: Workload, prefix: str = "workload") -> None:
+    """Raises unless a generated workload is within LIMITS: at most ``max_layers`` lines,
+    every compute time a finite number of ns <= ``max_ns`` and every collective size a finite
+    number of bytes <= ``max_bytes`` (the model keys are each within range, but their
+    products, e.g. the gradients of hidden**2 parameters, need not be). The message names the
+    line, the phase, the value and the limit."""
+    if wl.num_layers > LIMITS.max_layers:
+        raise LibraInputError(
+            f"{prefix}: the generated workload has {wl.num_layers:,} lines; at most "
+            f"{LIMITS.max_layers:,} are supported (LIMITS.max_layers).")
+    for values, limit, what, name, keys in (
+            (wl.compute_ns, LIMITS.max_ns, "computes for", "ns, LIMITS.max_ns",
+             "model sizes and batch, npu.peak_tflops, npu.efficiency, npu.memory_bw_gbps"),
+            (wl.size_bytes, LIMITS.max_bytes, "has a collective of", "bytes, LIMITS.max_bytes",
+             "model sizes and batch, bytes_per_element")):
+        bad = ~((values >= 0) & (values <= limit))
+        if bad.any():
+            line, phase = (int(i) for i in np.argwhere(bad)[0])
+            raise LibraInputError(
+                f"{prefix}: the generated line {show(wl.layer_names[line])} "
+                f"({PHASES[phase]}) {what} {float(values[line, phase]):g}; at most "
+                f"{limit:g} is supported ({name}). Check {prefix}.model / {prefix}.npu "
+                f"({keys}).")

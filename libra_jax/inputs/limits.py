@@ -115,6 +115,8 @@ def as_int(value: Any, field: str, lo: int | None = None, hi: int | None = None,
     Integral floats (``8.0``) are accepted; bools, strings, fractions, NaN and infinities are
     not. The bound is checked on the number itself, so a 10**40 never reaches arithmetic.
     """
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
     ok = not isinstance(value, (bool, np.bool_))
     if ok and isinstance(value, numbers.Integral):
         n = int(value)
@@ -136,6 +138,8 @@ def as_real(value: Any, field: str, lo: float | None = None, hi: float | None = 
 
     Bools and strings (``'500'``) are not numbers; NaN and infinities are refused.
     """
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array holds one number
+        value = value.item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise LibraInputError(
             f"{field} = {show(value)}: expected a number{_range(lo, hi, lo_open)}{unit}.")
@@ -224,3 +228,30 @@ def as_instance(value: Any, cls: type, field: str) -> Any:
         return value
     raise LibraInputError(
         f"{field}: expected a {cls.__name__}, got {type(value).__name__} {show(value)}.")
+
+
+def as_numbers(value: Any, field: str) -> np.ndarray:
+    """``value`` as a numpy array of ints or floats (an array, a number, or nested lists of
+    numbers); the caller casts it and checks its shape and range.
+
+    Bools, strings, None, mappings and other objects are not numbers (numpy would read
+    ``True`` as 1 and ``'500'`` as 500), in a list or alone; complex numbers are not either.
+    """
+    x = None
+    if isinstance(value, np.ndarray):
+        x = value
+    elif not isinstance(value, (str, bytes, Mapping)):
+        try:
+            x = np.asarray(value)
+        except (TypeError, ValueError):  # ragged lists
+            x = None
+        # A list may mix bools with numbers, which numpy turns into numbers.
+        if (x is not None and isinstance(value, (list, tuple)) and x.dtype.kind in "iuf"
+                and any(isinstance(v, (bool, np.bool_))
+                        for v in np.asarray(value, dtype=object).ravel())):
+            x = None
+    if x is None or x.dtype.kind not in "iuf":
+        raise LibraInputError(
+            f"{field} = {show(value)}: expected numbers (an array or a list of numbers; "
+            "bools and strings are not numbers).")
+    return x

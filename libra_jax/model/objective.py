@@ -13,10 +13,26 @@ exactly 0 and a zero gradient, whatever its bandwidth (double `where`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax
 import jax.numpy as jnp
 
+from libra_jax.inputs.limits import as_instance
 from libra_jax.model.problem import Problem
+from libra_jax.types import LibraInputError, show
+
+
+def _check_args(bw_gbps, p) -> None:
+    """The public functions' argument types, checked where they are called or traced (plain
+    Python: under jit the leaves are tracers but ``p`` is still a `Problem`, so nothing here
+    depends on values and a traced call never raises): ``p`` a `Problem`, ``bw_gbps`` an
+    array or a list of numbers, not a string, a mapping or None."""
+    as_instance(p, Problem, "p")
+    if bw_gbps is None or isinstance(bw_gbps, (str, bytes, Mapping)):
+        raise LibraInputError(
+            f"bw_gbps = {show(bw_gbps)}: expected an array of bandwidths (GB/s), one per "
+            "dimension.")
 
 
 def dim_times_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
@@ -73,27 +89,32 @@ def piece_times_s(bw_gbps: jax.Array, p: Problem, reduce=None) -> jax.Array:
 def comm_time_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     """Communication time of one step (s): sum over phases of the slowest dimension (LIBRA),
     plus the general model rows (`problem.ModelRows`) where there are any."""
+    _check_args(bw_gbps, p)
     libra = jnp.sum(p.weight * jnp.max(dim_times_s(bw_gbps, p), axis=-1, initial=0.0))
     return libra + jnp.sum(p.piece_weight * piece_times_s(bw_gbps, p)) + p.comm_const_s
 
 
 def step_time_s(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     """No-overlap step time (s): all compute plus all communication."""
+    _check_args(bw_gbps, p)
     return p.compute_s + comm_time_s(bw_gbps, p)
 
 
 def network_cost_usd(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     """Network cost ($), linear in the bandwidths (0 without a cost model)."""
+    _check_args(bw_gbps, p)
     return jnp.dot(p.cost_rate, bw_gbps)
 
 
 def time_x_cost(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     """Step time (s) x network cost ($): the perf-per-cost objective."""
+    _check_args(bw_gbps, p)
     return step_time_s(bw_gbps, p) * network_cost_usd(bw_gbps, p)
 
 
 def max_violation(bw_gbps: jax.Array, p: Problem) -> jax.Array:
     """Largest constraint violation (GB/s; rows are unit-norm, so it is a distance)."""
+    _check_args(bw_gbps, p)
     v = [jnp.max(p.lo - bw_gbps), jnp.max(bw_gbps - p.hi), jnp.asarray(0.0, bw_gbps.dtype)]
     if p.a_eq.shape[0]:
         v.append(jnp.max(jnp.abs(p.a_eq @ bw_gbps - p.b_eq)))

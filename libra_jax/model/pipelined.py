@@ -49,12 +49,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.types import Block, Collective, LibraInputError
+from libra_jax.types import Block, Collective, LibraInputError, show
 
 SCHEDULES = ("pipelined", "sequential", "balanced")
 GIB_PER_GB = 2.0**30 / 1e9
 _BIG = 1e30  # "no candidate" sentinel for min / argmin; never enters a gradient
 _MAX_BALANCED_DIMS = 4
+#: Most chunks per collective where the ``pipelined`` schedule is simulated
+#: (`collective_time_ns`, `collective_breakdown_ns`): chunks x stages events over arrays of
+#: ``chunks`` entries (ASTRA-sim runs use tens to hundreds). The pieces are closed form in the
+#: count (`collective_pieces`), which takes up to `MAX_CHUNKS_CLOSED_FORM` (2**53: exact in
+#: float64; e.g. 1e9 as the limit of many chunks).
+MAX_CHUNKS = 4096
+MAX_CHUNKS_CLOSED_FORM = 2**53
 
 
 class Pieces(NamedTuple):
@@ -92,13 +99,20 @@ def pieces_time_ns(pieces, bw_gbps):
 
 
 # ----------------------------------------------------------------------------- checks
-def _check_static(chunks, schedule, num_dims=None):
-    if schedule not in SCHEDULES:
+def _check_static(chunks, schedule, num_dims=None, simulated=False):
+    """``simulated``: the list schedule is simulated (``pipelined``; at most `MAX_CHUNKS`)."""
+    if not isinstance(schedule, str) or schedule not in SCHEDULES:
         raise LibraInputError(
-            f"schedule: unknown value {schedule!r}; expected one of {', '.join(SCHEDULES)}."
+            f"schedule: unknown value {show(schedule)}; expected one of "
+            f"{', '.join(SCHEDULES)}."
         )
-    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
-        raise LibraInputError(f"chunks: must be an integer >= 1, got {chunks!r}.")
+    most, name = ((MAX_CHUNKS, "MAX_CHUNKS") if simulated and schedule == "pipelined"
+                  else (MAX_CHUNKS_CLOSED_FORM, "MAX_CHUNKS_CLOSED_FORM"))
+    if (isinstance(chunks, (bool, np.bool_)) or not isinstance(chunks, (int, np.integer))
+            or not 1 <= chunks <= most):
+        raise LibraInputError(
+            f"chunks: must be an integer in [1, {most}] (pipelined.{name}), got "
+            f"{show(chunks)}.")
     if schedule == "balanced" and num_dims is not None and num_dims > _MAX_BALANCED_DIMS:
         raise LibraInputError(
             f"schedule: 'balanced' enumerates dimension orders and supports at most "
@@ -376,9 +390,10 @@ def _stage_times(collective, size_bytes, communicator, blocks, bw_gbps, latency_
 _STATIC = ("chunks", "gb_is_gib", "schedule", "free_reduction")
 
 
-def _static_kwargs(communicator, chunks, local_mem_bw_gbps, gb_is_gib, schedule):
+def _static_kwargs(communicator, chunks, local_mem_bw_gbps, gb_is_gib, schedule,
+                   simulated=True):
     """Validate the static options; ``local_mem_bw_gbps=None`` becomes a static flag."""
-    _check_static(chunks, schedule, np.shape(communicator)[-1])
+    _check_static(chunks, schedule, np.shape(communicator)[-1], simulated)
     free = local_mem_bw_gbps is None
     return dict(chunks=int(chunks), local_mem_bw_gbps=1.0 if free else local_mem_bw_gbps,
                 gb_is_gib=bool(gb_is_gib), schedule=schedule, free_reduction=free)
@@ -547,7 +562,7 @@ def collective_pieces(collective, size_bytes, communicator, blocks, *, latency_n
     return _pieces_jit(collective, size_bytes, communicator, blocks, latency_ns=latency_ns,
                        endpoint_delay_ns=endpoint_delay_ns,
                        **_static_kwargs(communicator, chunks, local_mem_bw_gbps, gb_is_gib,
-                                        schedule))
+                                        schedule, simulated=False))
 
 
 collective_time_ns.__doc__ = _time_impl.__doc__

@@ -26,15 +26,37 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Sequence
 
 import jax
 import numpy as np
 import scipy.optimize
 
+from libra_jax.inputs.limits import (
+    LIMITS,
+    as_instance,
+    as_list,
+    as_numbers,
+    as_real,
+    as_str,
+)
+from libra_jax.inputs.topology import Network
+from libra_jax.inputs.workload import Workload
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.linear import parse_linear_constraints
-from libra_jax.types import LibraInputError
+from libra_jax.types import LibraInputError, show
+
+#: Largest traffic of one phase on one dimension (GB): a collective of ``LIMITS.max_bytes``
+#: all-gathered over ``LIMITS.max_npus`` NPUs, the most any collective of the loaders' limits
+#: moves (`collectives.traffic_bytes`).
+MAX_TRAFFIC_GB = LIMITS.max_bytes * LIMITS.max_npus / 1e9
+#: Longest compute time of a step (s): every phase of ``LIMITS.max_layers`` layers computing
+#: for ``LIMITS.max_ns``.
+MAX_COMPUTE_S = 3 * LIMITS.max_layers * LIMITS.max_ns / 1e9
+#: Highest cost rate ($ per GB/s per NPU of a dimension): one GB/s may cost at most the
+#: largest cost budget, ``LIMITS.max_usd``.
+MAX_RATE_USD_PER_GBPS = LIMITS.max_usd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,11 +96,12 @@ def _check_rows(rows: ModelRows | None, d: int) -> dict:
     would leave their variable free)."""
     if rows is None:
         return no_rows((), d)
-    w = np.asarray(rows.weight, np.float64).reshape(-1)
-    piece = np.asarray(rows.piece).reshape(-1)
-    c = np.asarray(rows.const_s, np.float64).reshape(-1)
-    a = np.asarray(rows.coef_gb, np.float64)
-    c0 = float(rows.const0_s)
+    as_instance(rows, ModelRows, "rows")
+    w = as_numbers(rows.weight, "model rows: weight").astype(np.float64).reshape(-1)
+    piece = as_numbers(rows.piece, "model rows: piece").reshape(-1)
+    c = as_numbers(rows.const_s, "model rows: const_s").astype(np.float64).reshape(-1)
+    a = as_numbers(rows.coef_gb, "model rows: coef_gb").astype(np.float64)
+    c0 = as_real(rows.const0_s, "model rows: const0_s", None, None)
     if a.ndim != 2 or a.shape != (piece.shape[0], d) or c.shape != piece.shape:
         raise LibraInputError(
             f"model rows: coef_gb has shape {a.shape}, const_s {c.shape} and piece "
@@ -94,7 +117,7 @@ def _check_rows(rows: ModelRows | None, d: int) -> dict:
                        or piece.max() >= w.shape[0]):
         raise LibraInputError(f"model rows: piece indices must be integers in [0, {len(w)}).")
     nest = (np.zeros((piece.shape[0], w.shape[0])) if rows.nest is None
-            else np.asarray(rows.nest, np.float64))
+            else as_numbers(rows.nest, "model rows: nest").astype(np.float64))
     if nest.shape != (piece.shape[0], w.shape[0]):
         raise LibraInputError(
             f"model rows: nest has shape {nest.shape}; expected [R, J] = "
@@ -137,6 +160,52 @@ class ConstraintSpec:
     upper_gbps: Sequence[float | None] | None = None
     linear: Sequence[str] = ()
     max_cost_usd: float | None = None
+
+    def __post_init__(self):
+        check_spec(self)
+
+
+def check_spec(spec: ConstraintSpec, field_prefix: str = "constraints") -> None:
+    """Checks the types and magnitudes of a `ConstraintSpec` that do not depend on the
+    network (the builders check the lengths against its dimensions, and feasibility):
+
+      * ``total_bw_gbps``: None or a number in (0, ``LIMITS.max_gbps``];
+      * ``total_bw_mode``: "eq" or "le";
+      * ``lower_gbps``: None or a list of None / numbers in [0, ``LIMITS.max_gbps``];
+      * ``upper_gbps``: None or a list of None / +inf (no bound) / numbers in
+        (0, ``LIMITS.max_gbps``];
+      * ``linear``: a list of strings (their syntax is `linear.py`'s);
+      * ``max_cost_usd``: None or a number in (0, ``LIMITS.max_usd``].
+
+    Bools, strings and mappings are not numbers, and a mapping or a string is not a list.
+
+    Raises:
+      LibraInputError: naming the field (``field_prefix``.name[index]), the value and the
+        rule.
+    """
+    as_instance(spec, ConstraintSpec, "spec")
+    f = as_str(field_prefix, "field_prefix")
+    if spec.total_bw_gbps is not None:
+        as_real(spec.total_bw_gbps, f"{f}.total_bw_gbps", 0.0, LIMITS.max_gbps, lo_open=True,
+                unit=" (GB/s per NPU, LIMITS.max_gbps)")
+    _check_mode(spec.total_bw_mode, f)
+    if spec.lower_gbps is not None:
+        _vector(spec.lower_gbps, None, f"{f}.lower_gbps", 0.0)
+    if spec.upper_gbps is not None:
+        _vector(spec.upper_gbps, None, f"{f}.upper_gbps", math.inf)
+    if spec.linear is not None:
+        items = as_list(spec.linear, f"{f}.linear", what="a list of constraint strings")
+        for i, text in enumerate(items):
+            as_str(text, f"{f}.linear[{i}]")
+    if spec.max_cost_usd is not None:
+        as_real(spec.max_cost_usd, f"{f}.max_cost_usd", 0.0, LIMITS.max_usd, lo_open=True,
+                unit=" ($, LIMITS.max_usd)")
+
+
+def _check_mode(mode, f: str) -> str:
+    if not isinstance(mode, str) or mode not in ("eq", "le"):
+        raise LibraInputError(f"{f}.total_bw_mode = {show(mode)}: must be 'eq' or 'le'.")
+    return str(mode)
 
 
 def _leaf(axes: str, fill, dtype=np.float64, group: str = "constraints"):
@@ -205,6 +274,7 @@ class Problem:
 
 #: The array fields of `Problem`, each with its metadata (axes, fill, dtype, group).
 ARRAY_FIELDS = tuple(f for f in dataclasses.fields(Problem) if "axes" in f.metadata)
+_FIELD_GROUPS = {f.name: f.metadata["group"] for f in ARRAY_FIELDS}
 #: The size letters of `Problem`'s axes, in the order of `problem_sizes`.
 SIZE_AXES = "DKIEJR"
 
@@ -279,40 +349,53 @@ def merge_weighted_phases(traffic: np.ndarray, weight: np.ndarray):
     return traffic[first[by_appearance]], sums[by_appearance], index
 
 
-def float_vector(values, n: int, field: str, default: float, expected: str) -> np.ndarray:
+def float_vector(values, n: int | None, field: str, default: float, expected: str, *,
+                 lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+                 unit: str = "", inf_ok: bool = False) -> np.ndarray:
     """[n] float64 from a list of numbers: None gives ``default`` everywhere, a None entry
     ``default`` there.
 
+    Args:
+      values: None or a list (tuple, 1-D array, Hydra ListConfig) of numbers or None.
+      n: the length required (None: any).
+      field: the name in messages (entries are named ``field[i]``).
+      default: the value of None.
+      expected: what a wrong length should say, e.g. "the network has 4 dimensions (...)".
+      lo, hi, lo_open, unit: the range of an entry (`limits.as_real`).
+      inf_ok: +inf is allowed (e.g. "no upper bound").
+
     Raises:
-      LibraInputError: a length other than n (the message names ``field`` and says
-        ``expected``, e.g. "the network has 4 dimensions (...)"), or an entry that is not a
-        number (naming its index).
+      LibraInputError: not a list, a length other than n, or an entry that is not a number
+        (a bool or a string is not) or is out of range (the message names its index).
     """
     if values is None:
-        return np.full(n, default, np.float64)
-    values = list(values)
-    if len(values) != n:
+        return np.full(0 if n is None else n, default, np.float64)
+    values = as_list(values, field, what="a list of numbers")
+    if n is not None and len(values) != n:
         raise LibraInputError(
-            f"{field} = {values}: has {len(values)} entries but {expected}."
+            f"{field} = {show(values)}: has {len(values)} entries but {expected}."
         )
-    out = np.empty(n, np.float64)
+    out = np.empty(len(values), np.float64)
     for i, v in enumerate(values):
+        v = v
         if v is None:
             out[i] = default
-            continue
-        try:
-            out[i] = float(v)
-        except (TypeError, ValueError):
-            raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.") from None
-        if math.isnan(out[i]):
-            raise LibraInputError(f"{field}[{i}] = {v!r}: not a number.")
+        elif (inf_ok and isinstance(v, numbers.Real) and not isinstance(v, bool)
+              and v == math.inf):
+            out[i] = math.inf
+        else:
+            out[i] = as_real(v, f"{field}[{i}]", lo, hi, lo_open=lo_open, unit=unit)
     return out
 
 
-def _vector(values, num_dims: int, field: str, default: float) -> np.ndarray:
+def _vector(values, num_dims: int | None, field: str, default: float) -> np.ndarray:
+    """A bound vector of a `ConstraintSpec` (``default`` 0: lower bounds in
+    [0, max_gbps]; ``default`` inf: upper bounds in (0, max_gbps] or inf)."""
+    upper = default == math.inf
     return float_vector(values, num_dims, field, default,
                         f"the network has {num_dims} dimensions (give one value per "
-                        "dimension, or null)")
+                        "dimension, or null)", lo=0.0, hi=LIMITS.max_gbps, lo_open=upper,
+                        unit=" (GB/s per NPU, LIMITS.max_gbps)", inf_ok=upper)
 
 
 def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
@@ -412,7 +495,13 @@ def build_problem(
       LibraInputError: bad values, unbounded bandwidth, or constraints that cannot hold
         together (the message lists a minimal conflicting subset).
     """
+    as_instance(network, Network, "network")
+    as_instance(workload, Workload, "workload")
     d = network.num_dims
+    if workload.num_dims != d:
+        raise LibraInputError(
+            f"workload {show(workload.name)}: its communicators have {workload.num_dims} entries "
+            f"but the network {network.notation} has {d} dimensions.")
     traffic = np.asarray(
         traffic_bytes(
             np.asarray(workload.collective),
@@ -458,42 +547,72 @@ def problem_from_arrays(
                   rows, closed_form=True)
 
 
-def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix, rows,
-           closed_form: bool) -> Problem:
-    """`problem_from_arrays`; ``closed_form=False`` takes the LP path for every problem (the
-    reference the closed form is tested against)."""
-    traffic_gb = np.asarray(traffic_gb, np.float64)
-    weight = np.asarray(weight, np.float64)
+def with_workload(template: Problem, traffic_gb, weight, compute_s, *,
+                  field_prefix: str = "constraints") -> Problem:
+    """``template`` (one problem) with another workload: its constraint fields (and general
+    model rows) and the traffic, weights and compute given, checked as `problem_from_arrays`
+    checks them (types, magnitudes, a finite step time and cost), with phases merged. Far
+    cheaper than building each problem anew when many workloads share the constraints
+    (the mapping co-search)."""
+    as_instance(template, Problem, "template")
+    if np.ndim(template.lo) != 1:
+        raise LibraInputError("template: a stacked batch of problems; expected one Problem.")
+    f = as_str(field_prefix, "field_prefix")
+    d = template.num_dims
+    traffic_gb, weight, compute_s = _check_workload_arrays(traffic_gb, weight, compute_s)
+    if traffic_gb.shape[1] != d:
+        raise LibraInputError(
+            f"traffic_gb has shape {traffic_gb.shape}: expected [K, {d}] (the template's "
+            "dimensions).")
+    traffic_gb, weight, _ = merge_weighted_phases(traffic_gb, weight)
+    fields = {fl.name: np.asarray(getattr(template, fl.name)) for fl in ARRAY_FIELDS}
+    rows = {name: value for name, value in fields.items()
+            if _FIELD_GROUPS[name] == "rows"}
+    _check_finite_result(fields, traffic_gb, weight, compute_s, rows, template.has_cost, f)
+    return dataclasses.replace(template, traffic_gb=traffic_gb.reshape(-1, d), weight=weight,
+                               compute_s=np.asarray(compute_s, np.float64))
+
+
+def _check_workload_arrays(traffic_gb, weight, compute_s):
+    """(traffic_gb [K, D], weight [K] float64, compute_s float), checked: numbers (no
+    bools or strings), traffic finite in [0, `MAX_TRAFFIC_GB`], weights finite >= 0,
+    compute in [0, `MAX_COMPUTE_S`], D <= ``LIMITS.max_dims``."""
+    traffic_gb = as_numbers(traffic_gb, "traffic_gb").astype(np.float64)
+    weight = as_numbers(weight, "weight").astype(np.float64)
     if traffic_gb.ndim != 2 or weight.shape != traffic_gb.shape[:1]:
         raise LibraInputError(
             f"traffic_gb has shape {traffic_gb.shape} and weight {weight.shape}: expected "
             "[K, D] and [K]."
         )
-    if not _finite_nonnegative(traffic_gb):
-        raise LibraInputError("traffic_gb: every entry must be a finite number >= 0.")
-    if not _finite_nonnegative(weight):
-        raise LibraInputError("weight: every entry must be a finite number >= 0.")
-    if not (np.isfinite(compute_s) and compute_s >= 0):
-        raise LibraInputError(f"compute_s = {compute_s}: must be a finite number >= 0.")
+    if traffic_gb.shape[1] > LIMITS.max_dims:
+        raise LibraInputError(
+            f"traffic_gb has {traffic_gb.shape[1]} dimensions; at most {LIMITS.max_dims} are "
+            "supported (LIMITS.max_dims).")
+    _batch_range(traffic_gb, "traffic_gb", "must be a finite number >= 0.", hi=MAX_TRAFFIC_GB,
+                 unit=" (GB, LIMITS.max_bytes x LIMITS.max_npus / 1e9)")
+    _batch_range(weight, "weight", "must be a finite number >= 0.")
+    compute_s = as_real(compute_s, "compute_s", 0.0, MAX_COMPUTE_S,
+                        unit=" (s, 3 x LIMITS.max_layers x LIMITS.max_ns / 1e9)")
+    return traffic_gb, weight, compute_s
+
+
+def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix, rows,
+           closed_form: bool) -> Problem:
+    """`problem_from_arrays`; ``closed_form=False`` takes the LP path for every problem (the
+    reference the closed form is tested against)."""
+    f = as_str(field_prefix, "field_prefix")
+    check_spec(spec, f)  # (again: a ConstraintSpec's fields can change after it is made)
+    traffic_gb, weight, compute_s = _check_workload_arrays(traffic_gb, weight, compute_s)
     d = traffic_gb.shape[1]
     model_rows = _check_rows(rows, d)
     traffic_gb, weight, _ = merge_weighted_phases(traffic_gb, weight)
-    f = field_prefix
     has_cost = cost_rates_usd_per_gbps is not None
-    rates = (
-        np.zeros(d) if not has_cost else np.asarray(cost_rates_usd_per_gbps, np.float64)
-    )
+    rates = _rates(cost_rates_usd_per_gbps, d) if has_cost else np.zeros(d)
     lo = _vector(spec.lower_gbps, d, f"{f}.lower_gbps", 0.0)
     hi = _vector(spec.upper_gbps, d, f"{f}.upper_gbps", math.inf)
     if not ((lo >= 0) & (lo < math.inf) & (hi > 0) & (hi >= lo)).all():
         _check_bounds(lo, hi, f, "")
-    total = spec.total_bw_gbps
-    if total is not None:
-        total = float(total)
-        if not total > 0 or not np.isfinite(total):
-            raise LibraInputError(f"{f}.total_bw_gbps = {spec.total_bw_gbps}: must be > 0.")
-    if spec.total_bw_mode not in ("eq", "le"):
-        raise LibraInputError(f"{f}.total_bw_mode = {spec.total_bw_mode!r}: must be 'eq' or 'le'.")
+    total = None if spec.total_bw_gbps is None else float(spec.total_bw_gbps)
     linear = list(spec.linear or ())
     if linear:
         parse_linear_constraints(linear, d, f"{f}.linear")  # errors name the index in the list
@@ -502,18 +621,14 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
         budget = float(spec.max_cost_usd)
         if not has_cost:
             raise LibraInputError(
-                f"{f}.max_cost_usd = {spec.max_cost_usd}: a cost budget needs a cost model "
-                "(set cost_model.file)."
+                f"{f}.max_cost_usd = {show(spec.max_cost_usd)}: a cost budget needs a "
+                "cost model (set cost_model.file)."
             )
-        if not budget > 0:
-            raise LibraInputError(f"{f}.max_cost_usd = {spec.max_cost_usd}: must be > 0.")
 
     used = (traffic_gb > 0).any(axis=0)
     used |= (model_rows["row_gb"] > 0).any(axis=0)
     fields = None
-    if (closed_form and not linear and d > 0
-            and (not has_cost or (rates.shape == (d,) and _finite_nonnegative(rates)))
-            and (budget is None or math.isfinite(budget))):
+    if closed_form and not linear and d > 0:
         out, ok = _closed_form(
             lo[None], hi[None], None if total is None else np.array([total]),
             spec.total_bw_mode == "eq", rates[None] if has_cost else None,
@@ -523,14 +638,106 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
     if fields is None:
         fields = _lp_fields(lo, hi, rates, has_cost, total, spec.total_bw_mode, linear, budget,
                             f, used)
+    _check_finite_result(fields, traffic_gb, weight, compute_s, model_rows, has_cost, f)
     return Problem(traffic_gb=traffic_gb.reshape(-1, d), weight=weight,
                    compute_s=np.asarray(compute_s, np.float64), **fields, **model_rows,
                    has_cost=has_cost)
 
 
-def _finite_nonnegative(x: np.ndarray) -> bool:
-    """All entries finite and >= 0 (NaN fails both comparisons)."""
-    return x.size == 0 or bool(x.min() >= 0 and x.max() < math.inf)
+def _rates(values, d: int) -> np.ndarray:
+    """[d] cost rates, each finite in [0, `MAX_RATE_USD_PER_GBPS`]."""
+    x = as_numbers(values, "cost_rates_usd_per_gbps").astype(np.float64)
+    if x.shape != (d,):
+        raise LibraInputError(
+            f"cost_rates_usd_per_gbps has shape {x.shape}: expected [{d}] (one rate per "
+            "dimension).")
+    _batch_range(x, "cost_rates_usd_per_gbps", "must be a finite number >= 0.",
+                 hi=MAX_RATE_USD_PER_GBPS, unit=" ($ per GB/s, LIMITS.max_usd)")
+    return x
+
+
+def _batch_range(x: np.ndarray, field: str, rule: str, *, lo_open: bool = False,
+                 hi: float | None = None, unit: str = "", inf_ok: bool = False) -> None:
+    """Raises for the first entry of ``x`` (index first: ``field[b][d]``) that is NaN,
+    negative (0 too with ``lo_open``), +inf (unless ``inf_ok``) or above ``hi``. A finite
+    value above ``hi`` is worded by `limits.as_real` (naming the limit), anything else by
+    ``rule``. Vectorised: one pass when every entry is fine."""
+    ok = x > 0 if lo_open else x >= 0
+    if hi is not None:
+        ok &= (x <= hi) | (x == np.inf) if inf_ok else x <= hi
+    elif not inf_ok:
+        ok &= x < np.inf
+    if ok.all():
+        return
+    index = tuple(int(i) for i in np.argwhere(~ok)[0])
+    name = field + "".join(f"[{i}]" for i in index)
+    v = float(x[index])
+    if hi is not None and math.isfinite(v) and v > hi:
+        as_real(v, name, 0.0, hi, lo_open=lo_open, unit=unit)  # raises, naming the limit
+    raise LibraInputError(f"{name} = {v:g}: {rule}")
+
+
+def _step_time_s(x, traffic_gb, weight, compute_s, rows: dict) -> float:
+    """The step time (s) of LIBRA's model plus the general rows at the bandwidths ``x``
+    [D], on the host (`objective.step_time_s` in numpy; a dim a phase does not use adds 0
+    whatever its bandwidth). Overflow gives inf (or NaN), never a warning."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        used = traffic_gb > 0
+        t = np.where(used, traffic_gb / np.where(used, x, 1.0), 0.0)
+        total = compute_s + float(weight @ np.max(t, axis=1, initial=0.0))
+        gb = rows["row_gb"]
+        num = rows["piece_weight"].shape[0]
+        if gb.shape[0] and num:
+            used = gb > 0
+            base = rows["row_const_s"] + np.sum(
+                np.where(used, gb / np.where(used, x, 1.0), 0.0), axis=1)
+            piece, nest = rows["row_piece"], rows["row_nest"]
+            times = np.full(num, -np.inf)
+            if np.any(nest != 0):
+                # Piece j nests only pieces < j: evaluate them in order, rows sorted by piece.
+                order = np.argsort(piece, kind="stable")
+                bounds = np.searchsorted(piece[order], np.arange(num + 1))
+                times[:] = 0.0
+                for j in range(num):
+                    r = order[bounds[j]:bounds[j + 1]]
+                    if r.size:
+                        times[j] = np.max(base[r] + nest[r, :j] @ times[:j])
+            else:
+                np.maximum.at(times, piece, base)
+            times = np.where(times == -np.inf, 0.0, times)
+            total += float(rows["piece_weight"] @ times) + float(rows["comm_const_s"])
+    return total
+
+
+def _check_finite_result(fields: dict, traffic_gb, weight, compute_s, rows: dict,
+                         has_cost: bool, f: str, problem: str = "") -> None:
+    """Refuses a problem whose step time or network cost could be infinite (overflow):
+    the step time (ns) at its interior point, which bounds the optimum's, the network cost
+    at ``upper`` (the largest bandwidths the constraints allow, which bounds every feasible
+    design's) and their product (the perf_per_cost objective, ns x $) must be finite."""
+    x, upper = fields["interior"], fields["upper"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        step_ns = _step_time_s(x, traffic_gb, weight, compute_s, rows) * 1e9
+        cost = float(np.dot(fields["cost_rate"], upper)) if has_cost else 0.0
+        product = step_ns * cost
+    if not math.isfinite(step_ns):
+        raise LibraInputError(
+            f"{problem}the step time would not be a finite number: at the bandwidths "
+            f"{show([float(v) for v in x])} GB/s, a feasible point of the constraints, "
+            f"traffic / bandwidth is {show(step_ns)} ns (the largest float is {_FLOAT_MAX:g}). "
+            f"The constraints allow too little bandwidth for the traffic: raise "
+            f"{f}.total_bw_gbps, {f}.upper_gbps or {f}.max_cost_usd (or reduce the traffic).")
+    if not (math.isfinite(cost) and math.isfinite(product)):
+        raise LibraInputError(
+            f"{problem}the network cost would not be a finite number: at the largest "
+            f"bandwidths the constraints allow, {show([float(v) for v in upper])} GB/s, "
+            f"the cost is {show(cost)} $ and step time x cost {show(product)} ns x $ (the "
+            f"largest float is {_FLOAT_MAX:g}). Lower cost_rates_usd_per_gbps (the prices) "
+            f"or {f}.total_bw_gbps / {f}.upper_gbps / {f}.max_cost_usd.")
+
+
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 def _check_bounds(lo, hi, f, index):
@@ -974,16 +1181,13 @@ def _batch_array(values, shape, field: str, default: float | None = None) -> np.
     (the same for every problem of the batch; a fresh copy either way)."""
     if values is None:
         return np.full(shape, default, np.float64)
-    try:
-        x = np.asarray(values, np.float64)
-    except (TypeError, ValueError):
-        raise LibraInputError(f"{field}: not an array of numbers.") from None
+    x = as_numbers(values, field)
     if x.shape != tuple(shape) and x.shape != tuple(shape[1:]):
         raise LibraInputError(
             f"{field} has shape {x.shape}: expected {list(shape)} (or {list(shape[1:])} for "
             "the same values in every problem)."
         )
-    return np.array(np.broadcast_to(x, shape))
+    return np.array(np.broadcast_to(x, shape), np.float64)
 
 
 def _first_bad(bad: np.ndarray, values: np.ndarray, field: str, rule: str):
@@ -1038,16 +1242,23 @@ def problems_from_stacked(
     Raises:
       LibraInputError: naming the field, the problem index (and dim) and the value.
     """
-    f = field_prefix
-    traffic = np.array(traffic_gb, np.float64)  # a copy: its padding rows are zeroed below
+    f = as_str(field_prefix, "field_prefix")
+    traffic = np.array(as_numbers(traffic_gb, "traffic_gb"), np.float64)  # a copy: see below
     if traffic.ndim != 3:
         raise LibraInputError(f"traffic_gb has shape {traffic.shape}: expected [B, K, D].")
     nb, k, d = traffic.shape
+    if d > LIMITS.max_dims:
+        raise LibraInputError(
+            f"traffic_gb has {d} dimensions; at most {LIMITS.max_dims} are supported "
+            "(LIMITS.max_dims).")
     weight = _batch_array(weight, (nb, k), "weight")
     compute = _batch_array(compute_s, (nb,), "compute_s")
     finite_rule = "must be a finite number >= 0."
-    for x, field in ((traffic, "traffic_gb"), (weight, "weight"), (compute, "compute_s")):
-        _first_bad(~((x >= 0) & (x < np.inf)), x, field, finite_rule)
+    _batch_range(traffic, "traffic_gb", finite_rule, hi=MAX_TRAFFIC_GB,
+                 unit=" (GB, LIMITS.max_bytes x LIMITS.max_npus / 1e9)")
+    _batch_range(weight, "weight", finite_rule)
+    _batch_range(compute, "compute_s", finite_rule, hi=MAX_COMPUTE_S,
+                 unit=" (s, 3 x LIMITS.max_layers x LIMITS.max_ns / 1e9)")
     lo = _batch_array(lower_gbps, (nb, d), f"{f}.lower_gbps", 0.0)
     hi = _batch_array(upper_gbps, (nb, d), f"{f}.upper_gbps", np.inf)
     _first_bad(np.isnan(lo), lo, f"{f}.lower_gbps", "not a number.")
@@ -1056,19 +1267,22 @@ def problems_from_stacked(
     if bad.any():
         b = int(np.argwhere(bad)[0, 0])
         _check_bounds(lo[b], hi[b], f, f"[{b}]")
+    gbps_unit = " (GB/s per NPU, LIMITS.max_gbps)"
+    _batch_range(lo, f"{f}.lower_gbps", "", hi=LIMITS.max_gbps, unit=gbps_unit)
+    _batch_range(hi, f"{f}.upper_gbps", "", lo_open=True, hi=LIMITS.max_gbps, unit=gbps_unit,
+                 inf_ok=True)
     total = None
     if total_bw_gbps is not None:
         total = _batch_array(total_bw_gbps, (nb,), f"{f}.total_bw_gbps")
-        _first_bad(~((total > 0) & (total < np.inf)), total, f"{f}.total_bw_gbps",
-                   "must be > 0.")
-    if total_bw_mode not in ("eq", "le"):
-        raise LibraInputError(f"{f}.total_bw_mode = {total_bw_mode!r}: must be 'eq' or 'le'.")
+        _batch_range(total, f"{f}.total_bw_gbps", "must be > 0.", lo_open=True,
+                     hi=LIMITS.max_gbps, unit=gbps_unit)
+    total_bw_mode = _check_mode(total_bw_mode, f)
     has_cost = cost_rates_usd_per_gbps is not None
     rates = None
     if has_cost:
         rates = _batch_array(cost_rates_usd_per_gbps, (nb, d), "cost_rates_usd_per_gbps")
-        _first_bad(~((rates >= 0) & (rates < np.inf)), rates, "cost_rates_usd_per_gbps",
-                   finite_rule)
+        _batch_range(rates, "cost_rates_usd_per_gbps", finite_rule, hi=MAX_RATE_USD_PER_GBPS,
+                     unit=" ($ per GB/s, LIMITS.max_usd)")
     budget = None
     if max_cost_usd is not None:
         if not has_cost:
@@ -1076,8 +1290,8 @@ def problems_from_stacked(
                 f"{f}.max_cost_usd: a cost budget needs a cost model (set cost_model.file)."
             )
         budget = _batch_array(max_cost_usd, (nb,), f"{f}.max_cost_usd")
-        _first_bad(~((budget > 0) & (budget < np.inf)), budget, f"{f}.max_cost_usd",
-                   "must be a finite number > 0.")
+        _batch_range(budget, f"{f}.max_cost_usd", "must be a finite number > 0.",
+                     lo_open=True, hi=LIMITS.max_usd, unit=" ($, LIMITS.max_usd)")
 
     # Phases that cannot change the step time become padding: no traffic, weight 0.
     keep = (weight > 0) & _over_dims(np.logical_or, traffic > 0)
@@ -1097,8 +1311,40 @@ def problems_from_stacked(
             raise LibraInputError(f"problem {b} of the batch: {e}") from None
         for name, value in fields.items():
             value[b] = getattr(p, name)
+    _check_finite_stacked(fields, traffic, weight, compute, has_cost, f)
     return Problem(traffic_gb=traffic, weight=weight, compute_s=compute, **fields,
                    **no_rows((nb,), d), has_cost=has_cost)
+
+
+def _check_finite_stacked(fields: dict, traffic, weight, compute, has_cost: bool,
+                          f: str) -> None:
+    """`_check_finite_result` for a stacked batch. First a bound over the whole batch from
+    a few reductions (the largest compute, weight, traffic and cost rate, the least
+    interior bandwidth and the largest ``upper``): when it is finite, so is every problem's
+    step time and cost, and that is all (a few ms for 10^5 problems). Otherwise the
+    problems are evaluated one by one (vectorised) and the first that overflows is
+    named."""
+    x, upper = fields["interior"], fields["upper"]
+    if x.size == 0:
+        return
+    k, d = traffic.shape[1:]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        step = (compute.max(initial=0.0) + k * weight.max(initial=0.0)
+                * traffic.max(initial=0.0) / x.min()) * 1e9
+        cost = (d * fields["cost_rate"].max(initial=0.0) * upper.max(initial=0.0)
+                if has_cost else 0.0)
+        if math.isfinite(step) and math.isfinite(cost) and math.isfinite(step * cost):
+            return
+        used = traffic > 0
+        t = np.where(used, traffic / np.where(used, x[:, None, :], 1.0), 0.0)
+        step = (compute + _over_dims(np.add, weight * _over_dims(np.maximum, t))) * 1e9
+        cost = _over_dims(np.add, fields["cost_rate"] * upper) if has_cost else np.zeros_like(step)
+        bad = ~(np.isfinite(step) & np.isfinite(cost) & np.isfinite(step * cost))
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        one = {name: value[b] for name, value in fields.items()}
+        _check_finite_result(one, traffic[b], weight[b], float(compute[b]), no_rows((), d),
+                             has_cost, f, problem=f"problem {b} of the batch: ")
 
 
 def _interior_point(lo, hi, lo_tight, hi_tight, a_in, b_in, in_tight, a_eq, b_eq, upper):

@@ -34,17 +34,25 @@ Units: collective sizes in bytes, times in ns on input; rows are in s and GB (GB
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from libra_jax.inputs.limits import LIMITS, as_bool, as_instance, as_int, as_list, as_real
+from libra_jax.inputs.topology import Network
+from libra_jax.inputs.workload import Workload
 from libra_jax.model import pipelined
 from libra_jax.model.collectives import traffic_bytes
-from libra_jax.model.problem import ConstraintSpec, ModelRows, Problem, build_problem
-from libra_jax.types import Collective, LibraInputError
+from libra_jax.model.problem import (
+    ConstraintSpec,
+    ModelRows,
+    Problem,
+    build_problem,
+    check_spec,
+)
+from libra_jax.types import Collective, LibraInputError, show
 
 MODELS = ("libra", "pipelined")
 TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
@@ -83,38 +91,38 @@ class TimingModel:
 
 
 def check_timing(tm: TimingModel, num_dims: int) -> None:
-    """Validates a `TimingModel` on the host; errors name the config key and value."""
-    if tm.model not in MODELS:
-        raise LibraInputError(f"model = {tm.model!r}: choose one of {', '.join(MODELS)}.")
-    if tm.training_loop not in TRAINING_LOOPS:
-        raise LibraInputError(
-            f"training_loop = {tm.training_loop!r}: choose one of {', '.join(TRAINING_LOOPS)}.")
-    if tm.schedule not in pipelined.SCHEDULES:
-        raise LibraInputError(
-            f"schedule = {tm.schedule!r}: choose one of {', '.join(pipelined.SCHEDULES)}.")
-    if isinstance(tm.chunks, bool) or not isinstance(tm.chunks, (int, np.integer)) \
-            or tm.chunks < 1:
-        raise LibraInputError(f"system.chunks = {tm.chunks!r}: must be an integer >= 1.")
+    """Validates a `TimingModel` on the host; errors name the config key and value.
+
+    Types and limits: ``model``, ``schedule``, ``training_loop`` strings of their choices;
+    ``chunks`` an integer in [1, `pipelined.MAX_CHUNKS`]; ``latency_ns`` None or one number
+    per dimension and ``endpoint_delay_ns`` a number, each in [0, ``LIMITS.max_ns``];
+    ``local_mem_bw_gbps`` None or a number in (0, ``LIMITS.max_gbps``]; ``gb_is_gib`` a bool.
+    """
+    as_instance(tm, TimingModel, "timing model")
+    for key, value, choices in (("model", tm.model, MODELS),
+                                ("training_loop", tm.training_loop, TRAINING_LOOPS),
+                                ("schedule", tm.schedule, pipelined.SCHEDULES)):
+        if not isinstance(value, str) or value not in choices:
+            raise LibraInputError(
+                f"{key} = {show(value)}: choose one of {', '.join(choices)}.")
+    as_int(tm.chunks, "system.chunks", 1, pipelined.MAX_CHUNKS,
+           what=" (chunks per collective, pipelined.MAX_CHUNKS)")
     if tm.latency_ns is not None:
-        lat = list(tm.latency_ns)
+        lat = as_list(tm.latency_ns, "network.latency_ns", what="a list of numbers (ns)")
         if len(lat) != num_dims:
             raise LibraInputError(
-                f"network.latency_ns = {lat}: has {len(lat)} entries but the network has "
-                f"{num_dims} dimensions.")
+                f"network.latency_ns = {show(lat)}: has {len(lat)} entries but the network "
+                f"has {num_dims} dimensions.")
         for i, v in enumerate(lat):
-            if not (isinstance(v, numbers.Real) and not isinstance(v, bool)
-                    and np.isfinite(v) and v >= 0):
-                raise LibraInputError(
-                    f"network.latency_ns[{i}] = {v!r}: must be a finite number >= 0 (ns).")
-    if not (np.isfinite(tm.endpoint_delay_ns) and tm.endpoint_delay_ns >= 0):
-        raise LibraInputError(
-            f"system.endpoint_delay_ns = {tm.endpoint_delay_ns!r}: must be a finite number "
-            ">= 0 (ns).")
-    if tm.local_mem_bw_gbps is not None and not (
-            np.isfinite(tm.local_mem_bw_gbps) and tm.local_mem_bw_gbps > 0):
-        raise LibraInputError(
-            f"system.local_mem_bw_gbps = {tm.local_mem_bw_gbps!r}: must be > 0 (GB/s), or "
-            "null for free reductions.")
+            as_real(v, f"network.latency_ns[{i}]", 0.0, LIMITS.max_ns,
+                    unit=" (ns, LIMITS.max_ns)")
+    as_real(tm.endpoint_delay_ns, "system.endpoint_delay_ns", 0.0, LIMITS.max_ns,
+            unit=" (ns, LIMITS.max_ns)")
+    if tm.local_mem_bw_gbps is not None:
+        as_real(tm.local_mem_bw_gbps, "system.local_mem_bw_gbps", 0.0,
+                LIMITS.max_gbps, lo_open=True,
+                unit=" (GB/s, LIMITS.max_gbps; null for free reductions)")
+    as_bool(tm.gb_is_gib, "system.gb_is_gib")
     if tm.model == "libra":
         extra = [k for k, v in (("network.latency_ns", tm.latency_ns is not None),
                                 ("system.chunks", tm.chunks != 1),
@@ -407,7 +415,11 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
 
 def build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec: ConstraintSpec,
                         tm: TimingModel, *, field_prefix: str = "constraints") -> Problem:
-    """`problem.build_problem` with the step-time model ``tm``."""
+    """`problem.build_problem` with the step-time model ``tm`` (checked by `check_timing`)."""
+    as_instance(tm, TimingModel, "tm")
+    as_instance(network, Network, "network")
+    as_instance(workload, Workload, "workload")
+    check_spec(spec, field_prefix)
     return build_problem(network, workload, cost_rates_usd_per_gbps, spec,
                          field_prefix=field_prefix, rows=model_rows(workload, network, tm))
 

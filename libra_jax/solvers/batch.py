@@ -59,7 +59,16 @@ from libra_jax.solvers.certificate import (
     status_codes,
     tangent_lp_bound,
 )
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
+from libra_jax.inputs.limits import (
+    as_bool,
+    as_instance,
+    as_int,
+    as_list,
+    as_numbers,
+    as_real,
+    as_str,
+)
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice): its
 # entry points, like solve.py's, carry `types.float64`.
@@ -384,17 +393,98 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
 
 def _method_config(method: str, config, caps):
     """The kernel settings of ``method`` ("ipm" or "optax"; ``config`` None = defaults)."""
-    if method == "ipm":
-        return ipm.IpmConfig() if config is None else config
-    if method == "optax":
+    if isinstance(method, str) and method == "ipm":
+        return ipm.IpmConfig() if config is None else check_config(config, ipm.IpmConfig)
+    if isinstance(method, str) and method == "optax":
         if caps is not None:
             raise LibraInputError(
                 "solver.method = 'optax' takes no cost caps: its first-order phase cannot "
                 "follow a tight cap (perf_per_cost with optax prices the cost instead, "
                 "`solve.solve`)."
             )
-        return first_order.FirstOrderConfig() if config is None else config
-    raise LibraInputError(f"solver.method = {method!r}: choose 'ipm' or 'optax'.")
+        return (first_order.FirstOrderConfig() if config is None
+                else check_config(config, first_order.FirstOrderConfig))
+    raise LibraInputError(f"solver.method = {show(method)}: choose 'ipm' or 'optax'.")
+
+
+#: Largest integer setting of a solver config (iterations, steps, line-search trials).
+MAX_CONFIG_INT = 10**6
+#: Largest real setting of a solver config (tolerances, fractions, factors).
+MAX_CONFIG_REAL = 1e6
+
+
+def check_config(config, kind: type, field: str = "config"):
+    """``config`` if it is a ``kind`` (`ipm.IpmConfig`, `first_order.FirstOrderConfig`,
+    `barrier.BarrierConfig`) whose fields have their defaults' types: integers in
+    [1, `MAX_CONFIG_INT`], reals in (0, `MAX_CONFIG_REAL`], bools and strings, as a config of
+    plain Python values (a static argument). Raises `LibraInputError` naming
+    ``field.name`` otherwise."""
+    as_instance(config, kind, field)
+    values = {}
+    for name, default in kind._field_defaults.items():
+        value, key = getattr(config, name), f"{field}.{name}"
+        if isinstance(default, bool):
+            values[name] = as_bool(value, key)
+        elif isinstance(default, int):
+            values[name] = as_int(value, key, 1, MAX_CONFIG_INT)
+        elif isinstance(default, float):
+            values[name] = as_real(value, key, 0.0, MAX_CONFIG_REAL, lo_open=True)
+        elif isinstance(default, str):
+            values[name] = as_str(value, key)
+    return config._replace(**values)  # (8.0 iterations become 8)
+
+
+def check_problem(p, field: str = "problem", *, stacked: bool = False) -> Problem:
+    """``p`` if it is a `Problem`: one problem (leaves without a batch axis), or with
+    ``stacked`` a batch (a leading batch axis, `problem.problems_from_stacked`)."""
+    as_instance(p, Problem, field)
+    ndim = np.ndim(p.lo)
+    if ndim != (2 if stacked else 1):
+        raise LibraInputError(
+            f"{field}: a {'stacked batch of problems' if ndim == 2 else 'Problem'} whose "
+            f"lower bounds have {ndim} axes; expected "
+            + ("a stacked batch (problems_from_stacked; a list of single problems goes to "
+               "solve_batch)." if stacked else
+               "one problem (build_problem, problem_from_arrays; a stacked batch goes to "
+               "solve_stacked)."))
+    return p
+
+
+def _check_options(caps, n: int, dtype, chunk, devices, certify_on_host, float64_fallback):
+    """The engine's options, checked (`solve_stacked`); returns (caps [n] float64 or None,
+    dtype, chunk, devices)."""
+    if caps is not None:
+        caps = as_numbers(caps, "caps").astype(np.float64)
+        if caps.shape != (n,):
+            raise LibraInputError(
+                f"caps has shape {caps.shape}: expected [{n}] (one cost cap per problem).")
+        bad = ~(np.isnan(caps) | (caps >= 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise LibraInputError(
+                f"caps[{i}] = {caps[i]:g}: a cost cap must be a number >= 0 ($), or NaN for "
+                "no cap.")
+    kind = None
+    if dtype is not None and not isinstance(dtype, (bool, np.bool_)):
+        try:
+            kind = np.dtype(dtype)
+        except TypeError:
+            kind = None
+    if kind is None or kind not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise LibraInputError(
+            f"dtype = {show(dtype)}: expected np.float64 or np.float32 (the kernel's "
+            "precision).")
+    if chunk is not None:
+        chunk = as_int(chunk, "chunk", 1)
+    if devices is not None:
+        devices = as_list(devices, "devices", what="a list of jax devices")
+        for i, dev in enumerate(devices):
+            as_instance(dev, jax.Device, f"devices[{i}]")
+        if not devices:
+            raise LibraInputError("devices = []: give at least one device (or None for all).")
+    as_bool(certify_on_host, "certify_on_host")
+    as_bool(float64_fallback, "float64_fallback")
+    return caps, kind, chunk, devices
 
 
 @float64
@@ -425,7 +515,15 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
       each problem's [D] vector.
     """
     config = _method_config(method, config, caps)
-    groups = [p] if isinstance(p, Problem) else list(p)
+    if isinstance(p, Problem):
+        groups = [check_problem(p, "p", stacked=True)]
+    else:
+        groups = [check_problem(q, f"p[{i}]", stacked=True)
+                  for i, q in enumerate(as_list(p, "p", what="a stacked Problem or a list "
+                                                               "of them"))]
+    n = sum(int(np.shape(g.lo)[0]) for g in groups)
+    caps, dtype, chunk, devices = _check_options(caps, n, dtype, chunk, devices,
+                                                 certify_on_host, float64_fallback)
     bws, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                              certify_on_host=certify_on_host, config=config,
                              float64_fallback=float64_fallback)
@@ -446,7 +544,15 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     ``bandwidth_gbps`` is a list of each problem's own [D] vector.
     """
     config = _method_config(method, config, caps)
+    if isinstance(problems, Problem):
+        raise LibraInputError(
+            "problems: a Problem; expected a list of problems (one problem goes to solve, a "
+            "stacked batch to solve_stacked).")
+    problems = [check_problem(q, f"problems[{i}]") for i, q in enumerate(
+        as_list(problems, "problems", what="a list of problems (Problem)"))]
     n = len(problems)
+    caps, dtype, chunk, devices = _check_options(caps, n, dtype, chunk, devices,
+                                                 certify_on_host, float64_fallback)
     by_size: dict[tuple, list[int]] = {}
     for idx, q in enumerate(problems):
         by_size.setdefault(problem_sizes(q), []).append(idx)

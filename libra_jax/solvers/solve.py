@@ -41,11 +41,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from libra_jax.inputs.limits import as_int
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
 from libra_jax.solvers import first_order
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
-from libra_jax.solvers.batch import pad_one, solve_batch, solve_stacked, stack
+from libra_jax.solvers.batch import (
+    check_config,
+    check_problem,
+    pad_one,
+    solve_batch,
+    solve_stacked,
+    stack,
+)
 from libra_jax.solvers.certificate import (
     GAP_TOL,
     VIOLATION_TOL,
@@ -54,7 +62,12 @@ from libra_jax.solvers.certificate import (
     tangent_lp_bound,
 )
 from libra_jax.solvers.ipm import IpmConfig, equality_rows, linear_rows
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
+
+#: Most cutting-plane rounds (or prices) of a perf_per_cost search, and most cost levels per
+#: vmapped round (`solve`'s ``max_rounds`` and ``batch``).
+MAX_ROUNDS = 10_000
+MAX_LEVELS = 4096
 
 
 @dataclasses.dataclass
@@ -175,13 +188,22 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
       batch: cost levels solved per vmapped round for perf_per_cost.
 
     Raises:
-      LibraInputError: unknown objective, or perf_per_cost without a cost model.
+      LibraInputError: an argument of the wrong type or out of range (``p`` one `Problem`,
+        ``config`` an `ipm.IpmConfig`, ``max_rounds`` in [0, `MAX_ROUNDS`], ``batch`` in
+        [1, `MAX_LEVELS`]), unknown objective or method, or perf_per_cost without a cost
+        model.
     """
-    if objective not in ("perf", "perf_per_cost"):
+    check_problem(p, "p")
+    if not isinstance(objective, str) or objective not in ("perf", "perf_per_cost"):
         raise LibraInputError(
-            f"objective = {objective!r}: unknown; choose 'perf' or 'perf_per_cost'."
+            f"objective = {show(objective)}: unknown; choose 'perf' or 'perf_per_cost'."
         )
-    start = time.perf_counter()  # (the batch engine checks ``method``)
+    if not isinstance(method, str) or method not in ("ipm", "optax"):
+        raise LibraInputError(f"solver.method = {show(method)}: choose 'ipm' or 'optax'.")
+    config = check_config(config, IpmConfig)
+    max_rounds = as_int(max_rounds, "max_rounds", 0, MAX_ROUNDS)
+    batch = as_int(batch, "batch", 1, MAX_LEVELS)
+    start = time.perf_counter()
     if objective == "perf_per_cost" and not p.has_cost:
         raise LibraInputError(
             "objective = perf_per_cost needs a cost model: set cost_model.file."
@@ -454,7 +476,13 @@ def _polish_projection(p, target, x, lin, g, h, e, f, e_on):
 
 @float64
 def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline:
-    """The equal split of ``p.total_bw_gbps``, or the feasible point nearest to it."""
+    """The equal split of ``p.total_bw_gbps``, or the feasible point nearest to it.
+
+    Raises:
+      LibraInputError: ``p`` is not one `Problem`, or ``config`` not a `BarrierConfig`.
+    """
+    check_problem(p, "p")
+    config = check_config(config, BarrierConfig)
     d = p.num_dims
     target = np.full(d, float(p.total_bw_gbps) / d)
     viol = float(model.max_violation(jnp.asarray(target), p))

@@ -11,11 +11,12 @@ import dataclasses
 import time
 from typing import Sequence
 
-from libra_jax.model import timing
+from libra_jax.inputs.limits import as_instance, as_int, as_list
+from libra_jax.model import pipelined, timing
 from libra_jax.model.problem import ConstraintSpec
 from libra_jax.solvers import batch
 from libra_jax.solvers import solve as solve_mod
-from libra_jax.types import LibraInputError, float64
+from libra_jax.types import LibraInputError, float64, show
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +39,24 @@ def solve_chunk_counts(network, workload, cost_rates_usd_per_gbps, spec: Constra
     ``perf_per_cost`` runs one certified search per candidate.
     The best is the least objective among the results with status ok (all of them when
     none is ok).
+
+    Raises:
+      LibraInputError: ``tm`` not a pipelined `TimingModel`, ``chunks`` not a list of distinct
+        integers in [1, `pipelined.MAX_CHUNKS`], an unknown objective or method, or what
+        building and solving the problems raise.
     """
+    as_instance(tm, timing.TimingModel, "tm")
+    chunks = as_list(chunks, "system.chunks", what="a list of chunk counts")
     if tm.model != "pipelined":
         raise LibraInputError(
-            f"system.chunks = {list(chunks)}: a chunk-count search needs model=pipelined.")
-    cands = [int(k) for k in chunks]
+            f"system.chunks = {show(chunks)}: a chunk-count search needs model=pipelined.")
+    cands = [as_int(k, f"system.chunks[{i}]", 1, pipelined.MAX_CHUNKS)
+             for i, k in enumerate(chunks)]
     if not cands or len(set(cands)) != len(cands):
-        raise LibraInputError(f"system.chunks = {list(chunks)}: give distinct counts >= 1.")
+        raise LibraInputError(f"system.chunks = {show(chunks)}: give distinct counts >= 1.")
+    if not isinstance(objective, str) or objective not in ("perf", "perf_per_cost"):
+        raise LibraInputError(
+            f"objective = {show(objective)}: unknown; choose 'perf' or 'perf_per_cost'.")
     problems = [timing.build_timed_problem(network, workload, cost_rates_usd_per_gbps, spec,
                                            dataclasses.replace(tm, chunks=k)) for k in cands]
     if objective == "perf":

@@ -37,9 +37,11 @@ from libra_jax.inputs.generators import (
 )
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.memory import MemoryEstimate, transformer_memory
-from libra_jax.model.problem import Problem, merge_weighted_phases
+from libra_jax.inputs.limits import LIMITS, as_instance, as_int
+from libra_jax.inputs.topology import Network
+from libra_jax.model.problem import Problem, merge_weighted_phases, with_workload
 from libra_jax.solvers.batch import solve_batch
-from libra_jax.types import Collective, LibraInputError
+from libra_jax.types import Collective, LibraInputError, show
 
 
 def _divisors(n: int) -> list[int]:
@@ -171,6 +173,17 @@ def cosearch(template: Problem, network: Any, model: Transformer, base: Parallel
       LibraInputError: no placement survives (the message gives the counts by reason).
     """
     start = time.perf_counter()
+    for name, value, kind in (("template", template, Problem), ("network", network, Network),
+                              ("model", model, Transformer), ("base", base, Parallel),
+                              ("npu", npu, Npu)):
+        as_instance(value, kind, f"cosearch: {name}")
+    if np.ndim(template.lo) != 1:
+        raise LibraInputError("cosearch: template is a stacked batch; expected one Problem.")
+    tp, pp, dp = (None if v is None else as_int(v, f"cosearch.{k}", 1, LIMITS.max_npus)
+                  for k, v in (("tp", tp), ("pp", pp), ("dp", dp)))
+    if reference is not None and not isinstance(reference, Placement):
+        raise LibraInputError(
+            f"cosearch: reference = {show(reference)}: expected a Placement or None.")
     npus = tuple(int(n) for n in network.npus)
     placements = enumerate_placements(npus, tp, pp, dp)
     enumerated = len(placements)
@@ -182,7 +195,7 @@ def cosearch(template: Problem, network: Any, model: Transformer, base: Parallel
 
     dropped: dict[str, int] = {}
     examples: dict[str, str] = {}
-    candidates: list[tuple[Placement, MemoryEstimate, np.ndarray, np.ndarray, float]] = []
+    candidates: list[tuple[Placement, MemoryEstimate, Problem, float]] = []
     seen: dict[tuple, int] = {}
     duplicates = 0
     ref_index = None
@@ -231,26 +244,29 @@ def cosearch(template: Problem, network: Any, model: Transformer, base: Parallel
                 else:
                     duplicates += 1
                 continue
+            try:  # checks the magnitudes (a finite step time under the constraints)
+                problem = with_workload(template, traffic, weight, unique.compute_s)
+            except LibraInputError as e:
+                if is_ref:
+                    raise LibraInputError(f"cosearch.reference_communicator: {e}") from None
+                drop("beyond the input limits", 1, f"{q.describe(network.blocks)}: {e}")
+                continue
             seen[key] = len(candidates)
             if is_ref:
                 ref_index = len(candidates)
-            candidates.append((q, mem, traffic, weight, unique.compute_s))
+            candidates.append((q, mem, problem, unique.compute_s))
     if not candidates:
         reasons = "; ".join(f"{k}: {v}" for k, v in dropped.items())
         raise LibraInputError(
             f"cosearch: none of the {enumerated} placements is usable ({reasons}). Examples: "
             + " | ".join(examples.values())
         )
-    problems = [
-        dataclasses.replace(template, traffic_gb=tr, weight=w,
-                            compute_s=np.asarray(c, np.float64))
-        for _, _, tr, w, c in candidates
-    ]
+    problems = [problem for _, _, problem, _ in candidates]
     t0 = time.perf_counter()
     out = solve_batch(problems)
     solve_seconds = time.perf_counter() - t0
     results = []
-    for i, (q, mem, _, _, c) in enumerate(candidates):
+    for i, (q, mem, _, c) in enumerate(candidates):
         results.append(MappingResult(
             placement=q, description=q.describe(network.blocks),
             step_time_ns=float(out.step_time_ns[i]),

@@ -43,21 +43,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from libra_jax.inputs.limits import LIMITS, as_list, as_str
 from libra_jax.model import objective as model
 from libra_jax.model.problem import (
     ConstraintSpec,
     Problem,
+    check_spec,
     float_vector,
     merge_weighted_phases,
     problem_from_arrays,
 )
 from libra_jax.solvers import solve as solve_mod
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
-from libra_jax.solvers.batch import solve_batch
+from libra_jax.solvers.batch import check_config, check_problem, solve_batch
 from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
 
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
+#: Largest weight of a workload (``weights``): LIMITS.max_coefficient, the largest number of a
+#: linear combination the inputs may hold.
+MAX_WEIGHT = LIMITS.max_coefficient
 OBJECTIVE_UNITS = {"sum_time": "ns", "sum_time_x_cost": "ns*$", "worst_slowdown": "x"}
 
 
@@ -111,22 +116,30 @@ class MultiResult:
 
 
 def check_weights(weights, n: int, field: str = "weights") -> np.ndarray:
-    """[n] float64 weights (None -> ones); raises on a wrong length or a bad value."""
+    """[n] float64 weights (None -> ones): a list of numbers in [0, `MAX_WEIGHT`] (bools and
+    strings are not numbers), at least one > 0; raises on a wrong length or a bad value."""
     out = float_vector(weights, n, field, 1.0,
                        f"there are {n} workloads (give one weight per workload, or null for "
-                       "all 1)")
-    bad = np.flatnonzero(~((out >= 0) & (out < math.inf)))
-    if bad.size:
-        i = int(bad[0])
-        raise LibraInputError(
-            f"{field}[{i}] = {list(weights)[i]!r}: a weight must be a finite number >= 0.")
+                       "all 1)", lo=0.0, hi=MAX_WEIGHT, unit=" (LIMITS.max_coefficient)")
     if not np.any(out > 0):
-        raise LibraInputError(f"{field} = {list(weights)}: at least one weight must be > 0.")
+        raise LibraInputError(
+            f"{field} = {show(out.tolist())}: at least one weight must be > 0.")
     return out
+
+
+def check_problems(problems, field: str = "problems") -> list[Problem]:
+    """``problems`` as a list of single `Problem`s (a list or tuple; not a mapping, a string
+    or one Problem)."""
+    if isinstance(problems, Problem):
+        raise LibraInputError(f"{field}: a Problem; expected a list of problems, one per "
+                              "workload.")
+    return [check_problem(p, f"{field}[{i}]") for i, p in enumerate(
+        as_list(problems, field, what="a list of problems, one per workload"))]
 
 
 def check_same_network(problems: Sequence[Problem]) -> None:
     """All problems must share the dimensions, constraints and cost rates."""
+    problems = check_problems(problems)
     if not problems:
         raise LibraInputError("workloads: give at least one workload.")
     p0 = problems[0]
@@ -171,6 +184,7 @@ def merge_problems(
       weights: [N] >= 0.
       cost_rates_usd_per_gbps, spec: what the problems were built with.
     """
+    problems = check_problems(problems)
     check_same_network(problems)
     w = check_weights(weights, len(problems))
     traffic, weight, compute = weighted_arrays(problems, w)
@@ -322,15 +336,20 @@ def solve_multi(
         ``sum_time_x_cost`` without a cost model.
     """
     start = time.perf_counter()
-    if objective not in MULTI_OBJECTIVES:
+    if not isinstance(objective, str) or objective not in MULTI_OBJECTIVES:
         raise LibraInputError(
-            f"multi_objective = {objective!r}: unknown; choose one of "
+            f"multi_objective = {show(objective)}: unknown; choose one of "
             f"{', '.join(MULTI_OBJECTIVES)}."
         )
-    problems = list(problems)
-    names = [str(n) for n in names]
+    problems = check_problems(problems)
+    names = [as_str(n, f"names[{i}]", empty=True)
+             for i, n in enumerate(as_list(names, "names", what="a list of workload names"))]
     if len(names) != len(problems):
-        raise LibraInputError("workloads: one name per workload is needed.")
+        raise LibraInputError(
+            f"names: {len(names)} names for {len(problems)} workloads; one name per workload "
+            "is needed.")
+    check_spec(spec)
+    config = check_config(config, BarrierConfig)
     w = check_weights(weights, len(problems))
     check_same_network(problems)
     if objective == "sum_time_x_cost" and cost_rates_usd_per_gbps is None:

@@ -57,11 +57,19 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.optimize
 
+from libra_jax.inputs.cost import CostModel
+from libra_jax.inputs.limits import as_instance
+from libra_jax.inputs.topology import Network
+from libra_jax.inputs.workload import Workload
 from libra_jax.model import objective as model
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.linear import parse_linear_constraints
+from libra_jax.model.problem import check_spec
+from libra_jax.model.timing import TimingModel
+from libra_jax.solvers.batch import check_problem
 from libra_jax.solvers.certificate import epigraph_rows
-from libra_jax.types import float64
+from libra_jax.solvers.solve import SolveResult
+from libra_jax.types import LibraInputError, float64
 
 _NS = 1e9  # s -> ns
 _FACE_TOL = 1e-9  # optimal face: residual <= optimum + this x value
@@ -120,8 +128,9 @@ def _named_rows(p, spec, d: int) -> tuple[_Named, list, list]:
     ok = ok and all(np.allclose(a_all[i], a_eq[j], atol=1e-12) for j, i in enumerate(eq_pos))
     ok = ok and all(np.allclose(a_all[i], a_in[j], atol=1e-12) for j, i in enumerate(in_pos))
     if not ok:
-        raise ValueError("sensitivities: spec does not match the problem's constraint rows "
-                         "(pass the ConstraintSpec the problem was built from).")
+        raise LibraInputError(
+            "sensitivities: spec does not match the problem's constraint rows (pass the "
+            "ConstraintSpec the problem was built from).")
     return rows, eq_pos, in_pos
 
 
@@ -310,7 +319,21 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
         ``objective``, ``value`` (name of V), ``residual`` (complementary-slackness
           residual of the multipliers / V; about the optimality gap).
       Every number is null where it does not exist.
+
+    Raises:
+      LibraInputError: an argument of the wrong type (``problem`` one `Problem`, ``result`` a
+        `SolveResult`, ``spec`` a `ConstraintSpec`, the optional ones a `Network`,
+        `Workload`, `CostModel`, `TimingModel` or None), or a spec that does not match the
+        problem.
     """
+    check_problem(problem, "problem")
+    as_instance(result, SolveResult, "result")
+    check_spec(spec)
+    for name, value, kind in (("network", network, Network), ("workload", workload, Workload),
+                              ("cost_model", cost_model, CostModel),
+                              ("timing_model", timing_model, TimingModel)):
+        if value is not None:
+            as_instance(value, kind, name)
     objective = result.objective
     prefix = "d_step_ns_d_" if objective == "perf" else "d_time_x_cost_d_"
     out = dict(objective=objective, value="step_time_ns" if objective == "perf"

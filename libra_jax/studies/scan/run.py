@@ -22,6 +22,7 @@ from libra_jax.studies.scan.config import (
     Format,
     RankBy,
     ReportConfig,
+    RunConfig,
     ScanConfig,
     choice,
 )
@@ -43,7 +44,8 @@ from libra_jax.studies.scan.space import (
     make_space,
 )
 from libra_jax.studies.scan.summary import summarise
-from libra_jax.types import LibraInputError
+from libra_jax.inputs.limits import as_instance, as_int
+from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,13 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
       LibraInputError: bad config, or an output_dir holding a different scan or split.
     """
     start = time.perf_counter()
-    r = cfg.scan
+    as_instance(cfg, ScanConfig, "cfg")
+    r = as_instance(cfg.scan, RunConfig, "cfg.scan")
+    as_int(r.chunk_size, "scan.chunk_size", 1)
+    if r.solve_chunk is not None:
+        as_int(r.solve_chunk, "scan.solve_chunk", 1)
+    if not isinstance(output_dir, (str, os.PathLike)):
+        raise LibraInputError(f"output_dir = {show(output_dir)}: expected a path.")
     if r.chunk_size < 1 or (r.solve_chunk is not None and r.solve_chunk < 1):
         raise LibraInputError(
             f"scan.chunk_size = {r.chunk_size}, scan.solve_chunk = {r.solve_chunk}: both must "

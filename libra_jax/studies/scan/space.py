@@ -33,6 +33,7 @@ import numpy as np
 
 from libra_jax.inputs.cost import CostModel, load_cost_model
 from libra_jax.inputs.generators import Placement, parallel_communicators
+from libra_jax.inputs.limits import LIMITS, as_instance, as_int, as_list, as_real, as_str
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import network_from_lists
 from libra_jax.inputs.workload import load_workload
@@ -41,9 +42,10 @@ from libra_jax.studies.scan.config import (
     Mapping,
     ScanConfig,
     ScanWorkloadConfig,
+    SpaceConfig,
     choice,
 )
-from libra_jax.types import BLOCK_ABBREV, BLOCKS, LibraInputError
+from libra_jax.types import BLOCK_ABBREV, BLOCKS, LibraInputError, show
 
 
 def enumerate_shapes(
@@ -114,9 +116,13 @@ class Design(NamedTuple):
 
 def _load_scan_workload(w: ScanWorkloadConfig, npus: int, index: int) -> ScanWorkload:
     key = f"workloads[{index}]"
+    as_instance(w, ScanWorkloadConfig, key)
     path = resolve_path(w.file, f"{key}.file")
-    if isinstance(w.tp, bool) or not isinstance(w.tp, int) or w.tp < 1:
-        raise LibraInputError(f"{key}.tp = {w.tp!r}: expected an integer >= 1.")
+    as_int(w.tp, f"{key}.tp", 1, LIMITS.max_npus)
+    if w.dp is not None:
+        as_int(w.dp, f"{key}.dp", 1, LIMITS.max_npus)
+    if w.name is not None:
+        as_str(w.name, f"{key}.name")
     if npus % w.tp:
         raise LibraInputError(f"{key}.tp = {w.tp} does not divide space.npus = {npus}.")
     if w.dp is not None and w.tp * w.dp != npus:
@@ -167,7 +173,28 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
     Raises:
       LibraInputError: naming the config key and value.
     """
-    s = cfg.space
+    as_instance(cfg, ScanConfig, "cfg")
+    s = as_instance(cfg.space, SpaceConfig, "cfg.space")
+    as_int(s.npus, "space.npus", 2, LIMITS.max_npus, what=" (LIMITS.max_npus)")
+    as_int(s.min_dims, "space.min_dims", 1, LIMITS.max_dims, what=" (LIMITS.max_dims)")
+    as_int(s.max_dims, "space.max_dims", 1, LIMITS.max_dims, what=" (LIMITS.max_dims)")
+    as_int(s.min_dim_size, "space.min_dim_size", 2, LIMITS.max_npus_per_dim)
+    if s.max_dim_size is not None:
+        as_int(s.max_dim_size, "space.max_dim_size", 2, LIMITS.max_npus_per_dim)
+    as_list(s.blocks, "space.blocks", what="a list of building blocks")
+    budgets_list = as_list(s.budgets_gbps, "space.budgets_gbps", what="a list of budgets")
+    for i, b in enumerate(budgets_list):
+        as_real(b, f"space.budgets_gbps[{i}]", 0.0, LIMITS.max_gbps, lo_open=True,
+                unit=" (GB/s per NPU, LIMITS.max_gbps)")
+    for i, t in enumerate(as_list(s.tier_order, "space.tier_order", what="a list of tiers")):
+        as_str(t, f"space.tier_order[{i}]")
+    if s.tier_options is not None:
+        for i, row in enumerate(as_list(s.tier_options, "space.tier_options",
+                                        what="a list of tier lists")):
+            for j, t in enumerate(as_list(row, f"space.tier_options[{i}]",
+                                          what="a list of tiers")):
+                as_str(t, f"space.tier_options[{i}][{j}]")
+    as_list(cfg.workloads, "workloads", what="a list of workloads")
     if s.npus < 2:
         raise LibraInputError(f"space.npus = {s.npus}: need at least 2 NPUs.")
     if not 1 <= s.min_dims <= s.max_dims:
@@ -186,7 +213,7 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
         raise LibraInputError("space.blocks is empty; give e.g. [Ring, FullyConnected, Switch].")
     blocks = tuple(_canonical_block(b, i) for i, b in enumerate(s.blocks))
     if len(set(blocks)) != len(blocks):
-        raise LibraInputError(f"space.blocks = {list(s.blocks)}: a block is listed twice.")
+        raise LibraInputError(f"space.blocks = {show(list(s.blocks))}: a block is listed twice.")
     budgets = tuple(float(b) for b in s.budgets_gbps)
     if not budgets or any(not (b > 0 and math.isfinite(b)) for b in budgets):
         raise LibraInputError(
