@@ -27,31 +27,17 @@ line, a non-zero exit for bad input).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
-import sys
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from test_experiments_a import _module  # the experiments' loader (experiments/ on sys.path)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-EXP = ROOT / "experiments"
 CORPUS = ROOT / "tests" / "fixtures" / "fuzz"
-
-
-def _module(name: str):
-    if str(EXP) not in sys.path:
-        sys.path.insert(0, str(EXP))
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 fz = _module("fuzz_inputs")
