@@ -366,3 +366,8 @@ def test_num_dims_beyond_the_limit_and_digits_of_other_scripts(tmp_path):
              comm, 2, match="expected the number of layers")
     _refused(lj.parse_notation, "RI(\u0661\u0666)", match="cannot parse at character 0")
     _refused(parse_linear_constraints, ["bw[0] <= \u0661"], 2, match="unknown token")
+
+
+def test_a_notation_that_does_not_parse_is_quoted_short():
+    # The unparsed rest of the string was quoted whole (found by test_fuzz's slow profile).
+    _refused(lj.parse_notation, "RI()_RI(" + "7" * 50_000 + ")", match="cannot parse at")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import os
 from collections.abc import Mapping
 

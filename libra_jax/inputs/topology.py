@@ -288,7 +288,7 @@ def parse_notation(
         if m is None:
             raise LibraInputError(
                 f"{source} = {show(notation)}: cannot parse at character {pos} "
-                f"({text[pos:]!r}); "
+                f"({show(text[pos:])}); "
                 "expected parts like 'RI(16)' joined by '_', e.g. "
                 "'RI(16)_FC(8)_SW(32)'."
             )

@@ -51,7 +51,7 @@ from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
 from libra_jax.solvers import active_set
 from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
-from libra_jax.types import float64
+from libra_jax.types import float64, show
 
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
@@ -154,7 +154,7 @@ def make_optimizer(method: str, schedule) -> optax.GradientTransformation:
     """
     if method not in _OPTIMIZERS:
         raise ValueError(
-            f"method = {method!r}: unknown first-order method; choose one of {list(METHODS)}."
+            f"method = {show(method)}: unknown first-order method; choose one of {list(METHODS)}."
         )
     return _OPTIMIZERS[method](schedule)
 

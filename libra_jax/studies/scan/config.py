@@ -12,7 +12,7 @@ import dataclasses
 import enum
 from typing import List, Optional
 
-from libra_jax.types import Choice, LibraInputError
+from libra_jax.types import Choice, LibraInputError, show
 
 
 class Dtype(Choice):
@@ -55,7 +55,7 @@ def choice(kind: type[enum.Enum], value, key: str):
         return kind(value)
     except ValueError:
         names = ", ".join(m.value for m in kind)
-        raise LibraInputError(f"{key} = {value!r}: expected one of {names}.") from None
+        raise LibraInputError(f"{key} = {show(value)}: expected one of {names}.") from None
 
 
 @dataclasses.dataclass

@@ -34,7 +34,7 @@ from libra_jax.studies.scan.files import (
     fingerprint_sha,
     read_json,
 )
-from libra_jax.types import LibraInputError
+from libra_jax.types import LibraInputError, show
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Shard:
         """
         for key, value in (("scan.num_shards", count), ("scan.shard_index", index)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise LibraInputError(f"{key} = {value!r}: expected an integer.")
+                raise LibraInputError(f"{key} = {show(value)}: expected an integer.")
         if count < 1:
             raise LibraInputError(f"scan.num_shards = {count}: must be >= 1.")
         if not 0 <= index < count:

@@ -162,7 +162,7 @@ def _canonical_block(name, index: int) -> str:
         hint = f" Did you mean {spellings[close[0]]!r}?" if close else ""
         accepted = ", ".join(f"{b} ({BLOCK_ABBREV[b]})" for b in BLOCKS)
         raise LibraInputError(
-            f"space.blocks[{index}] = {name!r}: unknown building block.{hint} Accepted "
+            f"space.blocks[{index}] = {show(name)}: unknown building block.{hint} Accepted "
             f"(case-insensitive): {accepted}."
         ) from None
 
@@ -242,7 +242,7 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
             for t in tiers:
                 if t not in cm.tiers:
                     raise LibraInputError(
-                        f"cost tier {t!r} (space.tier_order / space.tier_options) is not in "
+                        f"cost tier {show(t)} (space.tier_order / space.tier_options) is not in "
                         f"the cost model {cm.source} (it has {', '.join(cm.tiers)})."
                     )
     if not cfg.workloads:
@@ -340,7 +340,7 @@ def _shape_workloads(space: ScanSpace) -> Iterator[tuple[int, tuple[int, ...], i
 def _check_range(start: int, stop: int | None) -> None:
     for key, v in (("start", start), ("stop", stop)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise LibraInputError(f"iter_designs {key} = {v!r}: expected an integer >= 0.")
+            raise LibraInputError(f"iter_designs {key} = {show(v)}: expected an integer >= 0.")
     if stop is not None and stop < start:
         raise LibraInputError(f"iter_designs stop = {stop} is below start = {start}.")
 
