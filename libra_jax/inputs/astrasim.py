@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS, as_path
+from libra_jax.inputs.limits import LIMITS, as_path, real_or_none
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_yaml_mapping
 from libra_jax.inputs.topology import Network, network_from_lists
 from libra_jax.types import BLOCKS, LibraInputError, show
@@ -128,12 +128,9 @@ def _real_vector(
 def _real(x: Any, where: str, field: str, *, positive: bool) -> float:
     """One finite real number; ``positive``: a bandwidth, > 0 and at most
     ``LIMITS.max_gbps``; else a time, >= 0 and at most ``LIMITS.max_ns``."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+    v = real_or_none(x)
+    if v is None:
         raise LibraInputError(f"{where}: {field} is {show(x)}; expected a number.")
-    try:
-        v = float(x)
-    except OverflowError:  # an integer beyond float64
-        v = math.inf
     if not math.isfinite(v) or (v <= 0 if positive else v < 0):
         need = "> 0" if positive else ">= 0"
         raise LibraInputError(

@@ -132,6 +132,17 @@ def as_int(value: Any, field: str, lo: int | None = None, hi: int | None = None,
     return n
 
 
+def real_or_none(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (an integer beyond float64 becomes inf,
+    for the caller's range check to refuse); None for a bool, a string or anything else."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64
+        return math.inf
+
+
 def as_real(value: Any, field: str, lo: float | None = None, hi: float | None = None, *,
             lo_open: bool = False, unit: str = "") -> float:
     """A finite real number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``) as a float.
@@ -140,13 +151,10 @@ def as_real(value: Any, field: str, lo: float | None = None, hi: float | None = 
     """
     if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array holds one number
         value = value.item()
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    x = real_or_none(value)
+    if x is None:
         raise LibraInputError(
             f"{field} = {show(value)}: expected a number{_range(lo, hi, lo_open)}{unit}.")
-    try:
-        x = float(value)
-    except OverflowError:  # an int beyond float64
-        x = math.inf
     bad = (not math.isfinite(x) or (lo is not None and (x <= lo if lo_open else x < lo))
            or (hi is not None and x > hi))
     if bad:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_jax.inputs.limits import LIMITS, as_instance, as_int, as_path
+from libra_jax.inputs.limits import LIMITS, as_instance, as_int, as_path, real_or_none
 from libra_jax.inputs.reading import SMALL_FILE_NODES, read_text, read_yaml_mapping
 from libra_jax.inputs.topology import Network
 from libra_jax.types import (
@@ -119,12 +119,9 @@ def _in_range(value: float, shown: str, where: str, what: str) -> float:
 
 def _number(value: Any, where: str, what: str) -> float:
     """A finite number >= 0, within its limit, as float (YAML value)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    x = real_or_none(value)
+    if x is None:
         raise LibraInputError(f"{where}: {what} = {show(value)} is not a finite number.")
-    try:
-        x = float(value)
-    except OverflowError:  # an integer beyond float64
-        x = math.inf
     return _in_range(x, show(value), where, what)
 
 
