@@ -14,6 +14,7 @@ Units live in names: ``_ns`` / ``_s`` nanoseconds / seconds, ``_bytes`` / ``_gb`
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import math
@@ -37,6 +38,34 @@ class Collective(enum.IntEnum):
     ALLGATHER = 3
     ALLTOALL = 4
     SENDRECV = 5  # point-to-point to a neighbour (pipeline stages); m bytes per involved dim
+
+
+@dataclasses.dataclass(frozen=True)
+class StepNode:
+    """One node of a training step's dependency graph, as every NPU runs it (all NPUs run
+    the same graph; `model/step.py` builds it, `inputs/chakra.py` writes it as Chakra ETs).
+
+    Attributes:
+      name: e.g. ``F3`` (forward compute of layer 3), ``TPb3`` / ``C3.input_grad``.
+      kind: ``"compute"`` or ``"comm"``.
+      deps: indices (into the graph's node list) of the nodes this one waits for.
+      duration_ns: compute time (compute nodes), ns.
+      collective: `Collective` code (comm nodes; SENDRECV = a shift to the next NPU of
+        each involved dimension's group).
+      size_bytes: the collective's per-NPU buffer as ASTRA-sim's ET ``comm_size`` counts
+        it (all-gather: the per-NPU input shard), bytes.
+      involved: [D] whether each network dimension takes part (comm nodes).
+      group: [D] NPUs of each dimension in the group (1 where not involved).
+    """
+
+    name: str
+    kind: str
+    deps: tuple[int, ...] = ()
+    duration_ns: float = 0.0
+    collective: int = 0
+    size_bytes: float = 0.0
+    involved: tuple[bool, ...] = ()
+    group: tuple[int, ...] = ()
 
 
 class Block(enum.IntEnum):

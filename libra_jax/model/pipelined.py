@@ -583,3 +583,43 @@ def workload_pieces(collective, size_bytes, communicator, blocks, *, latency_ns,
     return jax.vmap(lambda c, s, g: fn(c, s, g))(jnp.asarray(collective),
                                                  jnp.asarray(size_bytes),
                                                  jnp.asarray(communicator))
+
+
+class ChunkStages(NamedTuple):
+    """One chunk's stages in the simulator's fixed order (the route, S = 2D-1 slots).
+
+    ``dims`` [S] dimension of each slot; ``bytes_coef`` [S] bytes sent per NPU (already
+    x 1e9/2^30 under ``gb_is_gib``, so the stage's bandwidth time is ``bytes_coef / bw``
+    ns with bw in GB/s); ``fixed_ns`` [S] hop latency, endpoint delays and local
+    reductions; ``enabled`` [S]; ``down`` [S] True for an all-reduce's all-gather slots
+    (its second pass down the dimensions, which ASTRA-sim puts on the second half of a
+    dimension's queues).
+    """
+
+    dims: np.ndarray
+    bytes_coef: np.ndarray
+    fixed_ns: np.ndarray
+    enabled: np.ndarray
+    down: np.ndarray
+
+
+def chunk_stages(collective, size_bytes, communicator, blocks, *, latency_ns, chunks,
+                 endpoint_delay_ns=0.0, local_mem_bw_gbps=None, gb_is_gib=False) -> ChunkStages:
+    """Every chunk's stages of one collective (all chunks are alike), for the step
+    simulator (`step.py`); the same numbers `collective_time_ns` schedules. Host numpy.
+
+    Args: as `collective_time_ns` (one collective), without the bandwidth.
+    """
+    _check_static(chunks, "pipelined", np.shape(communicator)[-1])
+    num_dims = np.shape(communicator)[-1]
+    with jax.enable_x64(True):
+        _, work, dims, a, l, en, _ = _stage_times(
+            collective, jnp.asarray(size_bytes, jnp.float64), communicator, blocks,
+            jnp.ones((num_dims,)), latency_ns, chunks, endpoint_delay_ns,
+            None if local_mem_bw_gbps is None else local_mem_bw_gbps, bool(gb_is_gib))
+        a, l, en = (np.asarray(jax.device_get(x)) for x in (a, l, en))
+    down = np.zeros(dims.shape, bool)
+    if int(collective) == Collective.ALLREDUCE:
+        down[num_dims:] = True
+    return ChunkStages(np.asarray(dims), a.astype(np.float64), l.astype(np.float64),
+                       en.astype(bool), down)

@@ -1,0 +1,402 @@
+"""A whole training step as ASTRA-sim 2.x runs it: the step's dependency graph and an exact
+discrete-event replay of the simulator's system layer (``docs/step_simulation.md``).
+
+* `step_graph` turns a workload and a training loop into the node list every NPU runs
+  (`types.StepNode`): compute nodes and collectives with their dependencies. The same graph
+  is exported as Chakra execution traces (`inputs/chakra.py`).
+* `simulate_step` times it. Compute runs one node at a time. A collective is split into
+  ``chunks`` streams; each stream visits the involved dimensions in ASTRA-sim's fixed
+  order (`pipelined.chunk_stages`). Every dimension has ``queues_per_dim`` queues and each
+  queue runs one stream at a time (``active-chunks-per-dimension`` 1). A queue is a
+  priority list: a collective's chunks share one priority, a newer collective's is higher
+  (``lifo``, ASTRA-sim's default) or lower (``fifo``); a stream arriving at a queue goes
+  behind the running stream and every waiting stream of equal or higher priority
+  (``Sys::insert_stream``). All-reduce stages up the dimensions and on the last one use the
+  first half of a dimension's queues and its all-gather stages back down the second half;
+  the other collectives take the queues round robin (``QueueLevelHandler``). At most
+  ``max_inflight_collectives`` collectives are in flight (stock ASTRA-sim: 1); a ready
+  collective beyond it waits, and ready nodes are issued lowest id first.
+* The link model (``network_backend``): ``unaware`` times a stage as ``bytes / bw +
+  fixed`` whatever else runs; ``aware`` (ASTRA-sim's congestion-aware backend: per-link
+  FIFO, store and forward at every hop) sends every message through a Switch twice (NPU ->
+  switch -> NPU, so a stage's bandwidth time doubles), and stages active at once on one
+  dimension share its links when they use the same links (always through a Switch; on a
+  Ring or FullyConnected dimension when they go the same way round, or the dimension has 2
+  NPUs): each of ``m`` such stages then moves its bytes at ``bw / m``.
+
+Everything here is host numpy (an exact evaluation at given bandwidths, as `evaluate` and
+the certified gap of `train` need); the convex model the solver optimises is in
+`timing.py`. Units: ns, bytes, GB/s (bytes / GB/s = ns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from libra_jax.model import pipelined
+from libra_jax.types import Block, Collective, StepNode
+
+TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
+QUEUE_POLICIES = ("lifo", "fifo")
+NETWORK_BACKENDS = ("unaware", "aware")
+PHASE_TAGS = ("fwd", "ig", "wg")
+
+
+# ------------------------------------------------------------------------------ the graph
+
+
+def _comm_nodes(workload, l: int, p: int, deps: tuple[int, ...], start: int) -> list[StepNode]:
+    """The collective(s) of layer-phase (l, p): ``issues`` collectives of size / issues,
+    each waiting for the previous one (the first for ``deps``)."""
+    code = int(workload.collective[l, p])
+    issues = 1 if workload.issues is None else int(workload.issues[l, p])
+    group = tuple(int(g) if g > 1 else 1 for g in workload.communicator[l, p])
+    involved = tuple(g > 1 for g in group)
+    if code == Collective.NONE or not any(involved):
+        return []
+    size = float(workload.size_bytes[l, p]) / issues
+    name = f"{PHASE_TAGS[p]}{l}:{workload.layer_names[l]}"
+    out = []
+    for i in range(issues):
+        out.append(StepNode(name=name if issues == 1 else f"{name}#{i}", kind="comm",
+                            deps=deps if i == 0 else (start + i - 1,), collective=code,
+                            size_bytes=size, involved=involved, group=group))
+    return out
+
+
+def step_graph(workload, training_loop: str) -> list[StepNode]:
+    """The node list of one training step (every NPU runs the same list).
+
+    Order (node ids): forward ``F{l}`` then its collective, l = 0..L-1; backward, l =
+    L-1..0: ``B{l}`` (input-gradient compute) and its collective, ``W{l}`` (weight-gradient
+    compute) and its collective. Dependencies by ``training_loop``:
+
+    * ``no_overlap``: one chain, every node waits for the one before it;
+    * ``dp_overlap``: as the chain, but a weight-gradient collective waits only for its
+      ``W{l}`` and nothing waits for it (the step ends when every node has finished);
+    * ``full_overlap``: as ``dp_overlap``, and a forward / input-gradient collective runs
+      beside its own layer's compute: both wait for what the compute would wait for, and the
+      next node waits for both.
+
+    A phase issued n times (`Workload.issues`) is n collectives of size / n in sequence.
+    Zero-time compute nodes are kept (they cost nothing).
+    """
+    nodes: list[StepNode] = []
+    frontier: tuple[int, ...] = ()  # what the next main-chain node waits for
+    L = workload.num_layers
+
+    def add(node: StepNode) -> int:
+        nodes.append(node)
+        return len(nodes) - 1
+
+    def phase(l: int, p: int, tag: str) -> None:
+        nonlocal frontier
+        comp = add(StepNode(name=f"{tag}{l}", kind="compute", deps=frontier,
+                            duration_ns=float(workload.compute_ns[l, p])))
+        if p == 2 and training_loop != "no_overlap":
+            comms = _comm_nodes(workload, l, p, (comp,), len(nodes))
+            for c in comms:
+                add(c)
+            frontier = (comp,)
+            return
+        if p < 2 and training_loop == "full_overlap":
+            comms = _comm_nodes(workload, l, p, frontier, len(nodes))
+            for c in comms:
+                add(c)
+            frontier = (comp,) + ((len(nodes) - 1,) if comms else ())
+            return
+        comms = _comm_nodes(workload, l, p, (comp,), len(nodes))
+        for c in comms:
+            add(c)
+        frontier = (len(nodes) - 1,)
+
+    for l in range(L):
+        phase(l, 0, "F")
+    for l in range(L - 1, -1, -1):
+        phase(l, 1, "B")
+        phase(l, 2, "W")
+    return nodes
+
+
+# ------------------------------------------------------------------------------ the replay
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemModel:
+    """ASTRA-sim's system layer and link model (the ``system.*`` keys).
+
+    Attributes:
+      queue_policy: ``lifo`` (a newer collective's chunks go first; ASTRA-sim's default) or
+        ``fifo``.
+      queues_per_dim: queues per dimension (``--num-queues-per-dim``), >= 1.
+      network_backend: ``unaware`` or ``aware`` (link model, module docstring).
+      max_inflight_collectives: None (no limit) or >= 1 (stock ASTRA-sim: 1).
+    """
+
+    queue_policy: str = "lifo"
+    queues_per_dim: int = 1
+    network_backend: str = "unaware"
+    max_inflight_collectives: int | None = None
+
+
+class StepTiming(NamedTuple):
+    """`simulate_step`'s result. ``time_ns`` the step (last node's end); ``start_ns`` /
+    ``end_ns`` [N] per node; ``busy_ns`` [D] time each dimension had a stage running."""
+
+    time_ns: float
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    busy_ns: np.ndarray
+
+
+class _Stream:
+    __slots__ = ("node", "priority", "stages", "pos", "left", "seq")
+
+    def __init__(self, node, priority, stages, seq):
+        self.node, self.priority, self.stages, self.seq = node, priority, stages, seq
+        self.pos = 0
+        self.left = 1.0  # fraction of the current stage still to run
+
+
+class _Queues:
+    """Per-dimension queue allocation, as ``QueueLevelHandler`` (one per dimension): round
+    robin over all queues (``get_next_queue_id``; the second half go anticlockwise), over
+    the first half (all-reduce up and last stages) or over the second half (its way down).
+    With one queue, everything uses queue 0 (the second half is queue 0 too)."""
+
+    def __init__(self, num_dims: int, q: int):
+        self.q = q
+        self.any = [0] * num_dims
+        self.first = [0] * num_dims
+        self.last = [q // 2] * num_dims
+
+    def next(self, dim: int, kind: str) -> tuple[int, int]:
+        """(queue index within the dimension, direction: 0 clockwise / 1 anticlockwise)."""
+        q, half = self.q, self.q // 2
+        if kind == "any":
+            i = self.any[dim]
+            direction = 1 if (q > 1 and i >= half) else 0
+            self.any[dim] = 0 if i + 1 >= q else i + 1
+            return i, direction
+        if kind == "first":
+            i = self.first[dim]
+            self.first[dim] = 0 if i + 1 >= half else i + 1
+            return i, 0
+        i = self.last[dim]
+        self.last[dim] = half if i + 1 >= q else i + 1
+        return i, 1
+
+
+def _stages_of(node: StepNode, blocks, tm, cache: dict):
+    """[(dim, bytes_coef, fixed_ns, kind)] of one chunk of a comm node (cached per shape)."""
+    key = (node.collective, node.size_bytes, node.group)
+    if key not in cache:
+        d = len(blocks)
+        lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+        if node.collective == Collective.SENDRECV:
+            # one message of the whole buffer to the next NPU of the first involved dim
+            dim = node.involved.index(True)
+            gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+            hops = 2.0 if blocks[dim] == Block.SWITCH else 1.0
+            cache[key] = (1, [(dim, node.size_bytes / gib,
+                               hops * lat[dim] + tm.endpoint_delay_ns, "any")])
+        else:
+            k = int(tm.chunks)
+            st = pipelined.chunk_stages(
+                node.collective, node.size_bytes / 1.0, np.asarray(node.group, np.int32),
+                np.asarray(blocks, np.int32), latency_ns=lat, chunks=k,
+                endpoint_delay_ns=tm.endpoint_delay_ns,
+                local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib)
+            ar = node.collective == Collective.ALLREDUCE
+            stages = [(int(st.dims[s]), float(st.bytes_coef[s]), float(st.fixed_ns[s]),
+                       ("last" if st.down[s] else "first") if ar else "any")
+                      for s in range(len(st.dims)) if st.enabled[s]]
+            cache[key] = (k, stages)
+    return cache[key]
+
+
+def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbps, tm,
+                  system: SystemModel = SystemModel()) -> StepTiming:
+    """Times one step's graph the way ASTRA-sim's system layer runs it (module docstring).
+
+    Args:
+      nodes: `step_graph`'s list (deps point to earlier nodes).
+      blocks: [D] ``types.Block`` codes. npus_per_dim: [D] NPUs per dimension (a Ring or
+        FullyConnected dimension of 2 has one link each way, shared by both directions).
+      bandwidth_gbps: [D] per-NPU GB/s (> 0 on every dimension a collective uses).
+      tm: a `timing.TimingModel` (latency_ns, chunks, endpoint_delay_ns, local_mem_bw_gbps,
+        gb_is_gib).
+      system: the system layer and link model.
+
+    Returns:
+      `StepTiming` (ns).
+    """
+    blocks = [int(b) for b in blocks]
+    npd = [int(n) for n in npus_per_dim]
+    num_dims = len(blocks)
+    bw = np.asarray(bandwidth_gbps, np.float64)
+    aware = system.network_backend == "aware"
+    lifo = system.queue_policy == "lifo"
+    q = int(system.queues_per_dim)
+    limit = system.max_inflight_collectives
+    n = len(nodes)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    waiting_deps = np.array([len(set(nd.deps)) for nd in nodes])
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, nd in enumerate(nodes):
+        for dep in set(nd.deps):
+            children[dep].append(i)
+    ready: list[int] = [i for i in range(n) if waiting_deps[i] == 0]
+    heapq.heapify(ready)
+    cache: dict = {}
+    alloc = _Queues(num_dims, q)
+    queues = [[[] for _ in range(q)] for _ in range(num_dims)]  # waiting lists, running first
+    running: dict[tuple[int, int], _Stream] = {}
+    direction: dict[tuple[int, int], int] = {}
+    streams_left = np.zeros(n, int)
+    busy = np.zeros(num_dims)
+    compute_until = None  # (end time, node)
+    inflight = 0
+    counter = 0  # priority counter (Sys::get_priority)
+    seq = 0
+    now = 0.0
+
+    def stage_ns(stream, share: int) -> float:
+        dim, coef, fixed, _ = stream.stages[stream.pos][:4]
+        factor = (2.0 if aware and blocks[dim] == Block.SWITCH else 1.0) * share
+        return fixed + (coef * factor / bw[dim] if coef > 0 else 0.0)
+
+    def shares(dim: int, qi: int) -> int:
+        if not aware:
+            return 1
+        me = direction[(dim, qi)]
+        m = 0
+        for (d2, q2), _ in running.items():
+            if d2 != dim:
+                continue
+            if blocks[dim] == Block.SWITCH or npd[dim] <= 2 or direction[(d2, q2)] == me:
+                m += 1
+        return m
+
+    def try_start(dim: int, qi: int) -> None:
+        if (dim, qi) in running or not queues[dim][qi]:
+            return
+        s = queues[dim][qi].pop(0)
+        running[(dim, qi)] = s
+        direction[(dim, qi)] = s.stages[s.pos][4]
+
+    def enqueue(s: _Stream) -> None:
+        dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
+        lst = queues[dim][qi]
+        at = len(lst)
+        for j, other in enumerate(lst):
+            if other.priority < s.priority:
+                at = j
+                break
+        lst.insert(at, s)
+        try_start(dim, qi)
+
+    def issue_collective(i: int) -> None:
+        nonlocal counter, seq
+        k, stages = _stages_of(nodes[i], blocks, tm, cache)
+        prio = counter
+        counter += 1 if lifo else -1
+        streams_left[i] = k
+        if not stages:
+            streams_left[i] = 0
+            return
+        for _ in range(k):
+            placed = []
+            for dim, coef, fixed, kind in stages:
+                qi, dr = alloc.next(dim, kind)
+                placed.append((dim, coef, fixed, kind, dr, qi))
+            seq += 1
+            enqueue(_Stream(i, prio, placed, seq))
+
+    def finish(i: int) -> None:
+        nonlocal inflight
+        end[i] = now
+        if nodes[i].kind == "comm":
+            inflight -= 1
+        for c in children[i]:
+            waiting_deps[c] -= 1
+            if waiting_deps[c] == 0:
+                heapq.heappush(ready, c)
+
+    def issue_ready() -> None:
+        nonlocal compute_until, inflight
+        blocked = []
+        while ready:
+            i = heapq.heappop(ready)
+            nd = nodes[i]
+            if nd.kind == "compute":
+                if compute_until is not None:
+                    blocked.append(i)
+                    continue
+                start[i] = now
+                compute_until = (now + float(nd.duration_ns), i)
+            else:
+                if limit is not None and inflight >= limit:
+                    blocked.append(i)
+                    continue
+                start[i] = now
+                inflight += 1
+                issue_collective(i)
+                if streams_left[i] == 0:
+                    finish(i)
+        for i in blocked:
+            heapq.heappush(ready, i)
+
+    issue_ready()
+    while True:
+        # the next event: compute done, or the first running stage to finish
+        rates = {}
+        t_next, what = np.inf, None
+        if compute_until is not None:
+            t_next, what = compute_until[0], ("compute", None)
+        for key, s in running.items():
+            total = stage_ns(s, shares(*key))
+            rates[key] = total
+            t = now + s.left * total
+            if t < t_next or (t == t_next and what is not None and what[0] == "stage"
+                              and s.seq < running[what[1]].seq):
+                t_next, what = t, ("stage", key)
+        if what is None:
+            if ready:  # nothing runs but something is ready: only blocked compute? cannot be
+                issue_ready()
+                if compute_until is None and not running:
+                    break
+                continue
+            break
+        dt = t_next - now
+        for key, s in running.items():
+            busy[key[0]] += dt
+            if rates[key] > 0:
+                s.left = max(0.0, s.left - dt / rates[key])
+            else:
+                s.left = 0.0
+        now = t_next
+        if what[0] == "compute":
+            i = compute_until[1]
+            compute_until = None
+            finish(i)
+        else:
+            key = what[1]
+            s = running.pop(key)
+            s.left = 1.0
+            s.pos += 1
+            if s.pos < len(s.stages):
+                enqueue(s)
+            else:
+                streams_left[s.node] -= 1
+                if streams_left[s.node] == 0:
+                    finish(s.node)
+            try_start(*key)
+        issue_ready()
+    # busy counts each running queue; with several queues a dimension can exceed wall time
+    return StepTiming(float(np.nanmax(end)) if n else 0.0, start, end, busy)
