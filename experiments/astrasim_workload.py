@@ -43,7 +43,7 @@ def _group(case, name):
 
 
 def case_inputs(case):
-    """(network, workload, TimingModel, SystemModel, bandwidth_gbps [D]) of one case.
+    """(network, workload, TimingModel, bandwidth_gbps [D]) of one case.
 
     Layers map one to one (forward: F + tensor-parallel collective; input gradient: B + its
     collective; weight gradient: W + the data-parallel collective). An expert-parallel
@@ -61,8 +61,11 @@ def case_inputs(case):
 
     for i, ly in enumerate(case["layers"], 1):
         dp = ly.get("dp")
-        if isinstance(dp, list):
-            raise LibraInputError(f"{case['case_id']}: a list of data-parallel collectives")
+        zero = dp[1:] if isinstance(dp, list) else []
+        dp = dp[0] if isinstance(dp, list) else dp
+        for j, extra in enumerate(reversed(zero)):  # ZeRO: the all-gather after the RS
+            rows.append(((0.0, 0.0, 0.0), (none, none, coll(extra))))
+            names.append(f"L{i}.zero{len(zero) - j}")
         rows.append(((ly["fwd_us"] * 1e3, ly["bwd_in_us"] * 1e3, ly["bwd_w_us"] * 1e3),
                      (coll(ly.get("tp_fwd")), coll(ly.get("tp_bwd")), coll(dp))))
         names.append(f"L{i}")
@@ -83,19 +86,17 @@ def case_inputs(case):
         model="pipelined", training_loop={"chain": "no_overlap"}.get(case["deps"], case["deps"]),
         latency_ns=[float(x) for x in case["latency_ns"]], chunks=int(case["chunks"]),
         endpoint_delay_ns=float(case["endpoint_delay_ns"]),
-        local_mem_bw_gbps=float(case["local_mem_bw_GBps"]), gb_is_gib=True)
-    inflight = int(case.get("max_inflight_comm", 4))
-    system = step.SystemModel(queue_policy=case["scheduling_policy"].lower(),
-                              queues_per_dim=int(case["queues_per_dim"]),
-                              network_backend=case["backend"],
-                              max_inflight_collectives=None if inflight > 1 else 1)
-    return network, workload, tm, system, np.asarray(case["bandwidth_GBps"], np.float64)
+        local_mem_bw_gbps=float(case["local_mem_bw_GBps"]), gb_is_gib=True,
+        queue_policy=case["scheduling_policy"].lower(),
+        queues_per_dim=int(case["queues_per_dim"]), network_backend=case["backend"],
+        max_inflight_collectives=int(case.get("max_inflight_comm", 4)))
+    return network, workload, tm, np.asarray(case["bandwidth_GBps"], np.float64)
 
 
 def predict_ns(case) -> float:
-    network, workload, tm, system, bw = case_inputs(case)
-    nodes = step.step_graph(workload, tm.training_loop)
-    return step.simulate_step(nodes, network.block_codes, network.npus, bw, tm, system).time_ns
+    """libra_jax's step time of the case (ns), as libra-evaluate computes it."""
+    network, workload, tm, bw = case_inputs(case)
+    return timing.step_time_ns(workload, network, tm, bw)
 
 
 def load(data: pathlib.Path):

@@ -60,6 +60,7 @@ from libra_jax.inputs.topology import (
 from libra_jax.inputs.workload import Workload, check_workload_network, load_workload
 from libra_jax.model.pipelined import SCHEDULES
 from libra_jax.model.problem import ConstraintSpec
+from libra_jax.model.step import NETWORK_BACKENDS, QUEUE_POLICIES
 from libra_jax.model.timing import MODELS, TRAINING_LOOPS, TimingModel, check_timing
 from libra_jax.studies.multi import MULTI_OBJECTIVES, check_weights
 from libra_jax.types import Choice, LibraInputError, clip, show
@@ -92,6 +93,8 @@ MultiObjective = _choice("MultiObjective", MULTI_OBJECTIVES)
 TimeModel = _choice("TimeModel", MODELS)
 Schedule = _choice("Schedule", SCHEDULES)
 TrainingLoop = _choice("TrainingLoop", TRAINING_LOOPS)
+QueuePolicy = _choice("QueuePolicy", QUEUE_POLICIES)
+NetworkBackend = _choice("NetworkBackend", NETWORK_BACKENDS)
 Generator = _choice("Generator", GENERATORS)
 
 
@@ -176,6 +179,11 @@ class SystemConfig:
     endpoint_delay_ns: float = 0.0  # fixed cost per message at the endpoint, ns
     local_mem_bw_gbps: Optional[float] = None  # reductions' memory bandwidth (1e9 B/s); null: free
     gb_is_gib: bool = False  # link GB/s count 2^30 bytes (ASTRA-sim's convention)
+    # How collectives in flight together share the network (libra_jax/model/step.py):
+    queue_policy: QueuePolicy = QueuePolicy.lifo  # lifo (ASTRA-sim's default) | fifo
+    queues_per_dim: int = 1  # queues per dimension (ASTRA-sim --num-queues-per-dim)
+    network_backend: NetworkBackend = NetworkBackend.unaware  # unaware | aware (link model)
+    max_inflight_collectives: Optional[int] = None  # null: no limit; 1 = stock ASTRA-sim
 
 
 @dataclasses.dataclass
@@ -509,7 +517,10 @@ def to_timing(cfg: Any, num_dims: int):
         chunks=chunks, endpoint_delay_ns=float(c.system.endpoint_delay_ns),
         local_mem_bw_gbps=None if c.system.local_mem_bw_gbps is None
         else float(c.system.local_mem_bw_gbps),
-        gb_is_gib=bool(c.system.gb_is_gib))
+        gb_is_gib=bool(c.system.gb_is_gib), queue_policy=c.system.queue_policy.value,
+        queues_per_dim=c.system.queues_per_dim,
+        network_backend=c.system.network_backend.value,
+        max_inflight_collectives=c.system.max_inflight_collectives)
     if search is not None and c.model != "pipelined":
         raise LibraInputError(
             f"system.chunks = {show(search)}: a chunk-count search needs model=pipelined.")

@@ -162,7 +162,7 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
                 f"bandwidth_gbps[{used[0] if used else '?'}] = 0 but that dimension carries "
                 f"{part['collective']} traffic of layer {part['layer']} ({part['phase']}).")
     compute_ns = float(np.sum(workload.compute_ns))
-    step_ns = timing.loop_step_time_ns(workload.compute_ns, coll_ns, tm.training_loop)
+    step_ns = timing.step_time_ns(workload, network, tm, bw)
     libra_ns = None
     if not tm.is_reference:
         ref_ns, _ = timing.collective_times_ns(workload, network, timing.TimingModel(), bw)

@@ -82,8 +82,7 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
     baseline = equal_split(problem)
     exact_ns = None
     if tm.model == "pipelined":
-        coll_ns, _ = timing.collective_times_ns(workload, network, tm, result.bandwidth_gbps)
-        exact_ns = timing.loop_step_time_ns(workload.compute_ns, coll_ns, tm.training_loop)
+        exact_ns = timing.step_time_ns(workload, network, tm, result.bandwidth_gbps)
     sens = sensitivities(problem, result, spec=spec, network=network, workload=workload,
                          cost_model=_cost_model(c), timing_model=tm)
     workload_file = (None if c.workload.file is None

@@ -464,6 +464,10 @@ def timing_dict(tm: Any) -> dict:
         "endpoint_delay_ns": float(tm.endpoint_delay_ns),
         "local_mem_bw_gbps": _num(tm.local_mem_bw_gbps),
         "gb_is_gib": bool(tm.gb_is_gib),
+        "queue_policy": tm.queue_policy if tm.model == "pipelined" else None,
+        "queues_per_dim": int(tm.queues_per_dim) if tm.model == "pipelined" else None,
+        "network_backend": tm.network_backend if tm.model == "pipelined" else None,
+        "max_inflight_collectives": tm.max_inflight_collectives,
     }
 
 

@@ -44,6 +44,8 @@ TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
 QUEUE_POLICIES = ("lifo", "fifo")
 NETWORK_BACKENDS = ("unaware", "aware")
 PHASE_TAGS = ("fwd", "ig", "wg")
+#: Most queues per dimension (and collectives in flight) accepted (ASTRA-sim runs use 1-4).
+MAX_QUEUES_PER_DIM = 1024
 
 
 # ------------------------------------------------------------------------------ the graph
@@ -82,11 +84,16 @@ def step_graph(workload, training_loop: str) -> list[StepNode]:
       beside its own layer's compute: both wait for what the compute would wait for, and the
       next node waits for both.
 
-    A phase issued n times (`Workload.issues`) is n collectives of size / n in sequence.
+    Under the overlap loops a weight-gradient all-gather also waits for the last
+    weight-gradient reduce-scatter issued before it on the same group (ZeRO: a layer's
+    reduce-scatter, then the all-gather of its updated shard on the next line of the
+    workload). A phase issued n times (`Workload.issues`) is n collectives of size / n in
+    sequence.
     Zero-time compute nodes are kept (they cost nothing).
     """
     nodes: list[StepNode] = []
     frontier: tuple[int, ...] = ()  # what the next main-chain node waits for
+    last_rs: dict[tuple[int, ...], int] = {}  # group -> its last weight-gradient RS node
     L = workload.num_layers
 
     def add(node: StepNode) -> int:
@@ -99,8 +106,15 @@ def step_graph(workload, training_loop: str) -> list[StepNode]:
                             duration_ns=float(workload.compute_ns[l, p])))
         if p == 2 and training_loop != "no_overlap":
             comms = _comm_nodes(workload, l, p, (comp,), len(nodes))
+            if comms and comms[0].collective == Collective.ALLGATHER \
+                    and comms[0].group in last_rs:
+                # ZeRO: the updated shards are gathered after they were reduced
+                comms[0] = dataclasses.replace(
+                    comms[0], deps=comms[0].deps + (last_rs[comms[0].group],))
             for c in comms:
                 add(c)
+            if comms and comms[-1].collective == Collective.REDUCESCATTER:
+                last_rs[comms[-1].group] = len(nodes) - 1
             frontier = (comp,)
             return
         if p < 2 and training_loop == "full_overlap":
@@ -123,24 +137,6 @@ def step_graph(workload, training_loop: str) -> list[StepNode]:
 
 
 # ------------------------------------------------------------------------------ the replay
-
-
-@dataclasses.dataclass(frozen=True)
-class SystemModel:
-    """ASTRA-sim's system layer and link model (the ``system.*`` keys).
-
-    Attributes:
-      queue_policy: ``lifo`` (a newer collective's chunks go first; ASTRA-sim's default) or
-        ``fifo``.
-      queues_per_dim: queues per dimension (``--num-queues-per-dim``), >= 1.
-      network_backend: ``unaware`` or ``aware`` (link model, module docstring).
-      max_inflight_collectives: None (no limit) or >= 1 (stock ASTRA-sim: 1).
-    """
-
-    queue_policy: str = "lifo"
-    queues_per_dim: int = 1
-    network_backend: str = "unaware"
-    max_inflight_collectives: int | None = None
 
 
 class StepTiming(NamedTuple):
@@ -191,7 +187,21 @@ class _Queues:
         return i, 1
 
 
-def _stages_of(node: StepNode, blocks, tm, cache: dict):
+def chunk_split(collective: int, size_bytes: float, chunks: int, total_npus: int):
+    """(streams, bytes per stream) of a collective, as ``Sys::generate_collective`` splits
+    it: streams of ``floor(size / chunks)`` bytes until the size is used up, so a size that
+    ``chunks`` does not divide gets one stream more (all of full size); a stream is at least
+    ``total_npus`` bytes (all-gather excepted), else the collective becomes ``chunks``
+    streams of that."""
+    size = int(round(size_bytes))
+    chunk = size // chunks
+    if collective != Collective.ALLGATHER and total_npus > chunk:
+        chunk, size = total_npus, chunks * total_npus
+    chunk = max(chunk, 1)
+    return -(-size // chunk), chunk
+
+
+def _stages_of(node: StepNode, blocks, tm, cache: dict, total_npus: int):
     """[(dim, bytes_coef, fixed_ns, kind)] of one chunk of a comm node (cached per shape)."""
     key = (node.collective, node.size_bytes, node.group)
     if key not in cache:
@@ -205,9 +215,10 @@ def _stages_of(node: StepNode, blocks, tm, cache: dict):
             cache[key] = (1, [(dim, node.size_bytes / gib,
                                hops * lat[dim] + tm.endpoint_delay_ns, "any")])
         else:
-            k = int(tm.chunks)
+            k, chunk = chunk_split(node.collective, node.size_bytes, int(tm.chunks),
+                                   total_npus)
             st = pipelined.chunk_stages(
-                node.collective, node.size_bytes / 1.0, np.asarray(node.group, np.int32),
+                node.collective, float(k * chunk), np.asarray(node.group, np.int32),
                 np.asarray(blocks, np.int32), latency_ns=lat, chunks=k,
                 endpoint_delay_ns=tm.endpoint_delay_ns,
                 local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib)
@@ -219,8 +230,15 @@ def _stages_of(node: StepNode, blocks, tm, cache: dict):
     return cache[key]
 
 
-def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbps, tm,
-                  system: SystemModel = SystemModel()) -> StepTiming:
+def link_factor(blocks, network_backend: str) -> np.ndarray:
+    """[D] how many times a stage's bytes cross a link of its own: 2 through a Switch under
+    the congestion-aware backend (NPU -> switch -> NPU, store and forward), else 1."""
+    blocks = np.asarray(blocks)
+    return np.where((blocks == Block.SWITCH) & (network_backend == "aware"), 2.0, 1.0)
+
+
+def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbps,
+                  tm) -> StepTiming:
     """Times one step's graph the way ASTRA-sim's system layer runs it (module docstring).
 
     Args:
@@ -228,9 +246,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
       blocks: [D] ``types.Block`` codes. npus_per_dim: [D] NPUs per dimension (a Ring or
         FullyConnected dimension of 2 has one link each way, shared by both directions).
       bandwidth_gbps: [D] per-NPU GB/s (> 0 on every dimension a collective uses).
-      tm: a `timing.TimingModel` (latency_ns, chunks, endpoint_delay_ns, local_mem_bw_gbps,
-        gb_is_gib).
-      system: the system layer and link model.
+      tm: a `timing.TimingModel`: the collective model (latency_ns, chunks,
+        endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib), the system layer (queue_policy,
+        queues_per_dim, max_inflight_collectives) and the link model (network_backend).
 
     Returns:
       `StepTiming` (ns).
@@ -239,10 +257,11 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     npd = [int(n) for n in npus_per_dim]
     num_dims = len(blocks)
     bw = np.asarray(bandwidth_gbps, np.float64)
-    aware = system.network_backend == "aware"
-    lifo = system.queue_policy == "lifo"
-    q = int(system.queues_per_dim)
-    limit = system.max_inflight_collectives
+    aware = tm.network_backend == "aware"
+    factor = link_factor(blocks, tm.network_backend)
+    lifo = tm.queue_policy == "lifo"
+    q = int(tm.queues_per_dim)
+    limit = tm.max_inflight_collectives
     n = len(nodes)
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
@@ -268,8 +287,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
     def stage_ns(stream, share: int) -> float:
         dim, coef, fixed, _ = stream.stages[stream.pos][:4]
-        factor = (2.0 if aware and blocks[dim] == Block.SWITCH else 1.0) * share
-        return fixed + (coef * factor / bw[dim] if coef > 0 else 0.0)
+        return fixed + (coef * factor[dim] * share / bw[dim] if coef > 0 else 0.0)
 
     def shares(dim: int, qi: int) -> int:
         if not aware:
@@ -303,7 +321,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
     def issue_collective(i: int) -> None:
         nonlocal counter, seq
-        k, stages = _stages_of(nodes[i], blocks, tm, cache)
+        k, stages = _stages_of(nodes[i], blocks, tm, cache, int(np.prod(npd)))
         prio = counter
         counter += 1 if lifo else -1
         streams_left[i] = k

@@ -43,7 +43,7 @@ import numpy as np
 from libra_jax.inputs.limits import LIMITS, as_bool, as_instance, as_int, as_list, as_real
 from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload
-from libra_jax.model import pipelined
+from libra_jax.model import pipelined, step
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.problem import (
     ConstraintSpec,
@@ -55,8 +55,11 @@ from libra_jax.model.problem import (
 from libra_jax.types import Collective, LibraInputError, show
 
 MODELS = ("libra", "pipelined")
-TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
+TRAINING_LOOPS = step.TRAINING_LOOPS
 HOPS = np.asarray([1.0, 1.0, 2.0])  # per ring step, by types.Block: Ring, FC, Switch
+#: `_build_rows` origin of a dimension-work row of the contention model (sizes enter it
+#: through several collectives; `size_gradient_ns_per_byte` does not split those).
+WORK_ROW = "work"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +76,13 @@ class TimingModel:
       local_mem_bw_gbps: local memory bandwidth for reductions (1 GB = 1e9 bytes), or None
         for free reductions.
       gb_is_gib: link bandwidths count 1 GB = 2^30 bytes (ASTRA-sim's convention).
+      queue_policy: "lifo" | "fifo": which collective's chunks a dimension's queue serves
+        first when several wait (pipelined model; `step.py`).
+      queues_per_dim: queues per dimension (ASTRA-sim ``--num-queues-per-dim``), >= 1.
+      network_backend: "unaware" | "aware" (ASTRA-sim's congestion-aware link model:
+        store-and-forward through a Switch, links shared by concurrent stages).
+      max_inflight_collectives: None (no limit) or >= 1 collectives in flight per NPU
+        (1 = stock ASTRA-sim).
     """
 
     model: str = "libra"
@@ -83,6 +93,10 @@ class TimingModel:
     endpoint_delay_ns: float = 0.0
     local_mem_bw_gbps: float | None = None
     gb_is_gib: bool = False
+    queue_policy: str = "lifo"
+    queues_per_dim: int = 1
+    network_backend: str = "unaware"
+    max_inflight_collectives: int | None = None
 
     @property
     def is_reference(self) -> bool:
@@ -101,7 +115,10 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
     as_instance(tm, TimingModel, "timing model")
     for key, value, choices in (("model", tm.model, MODELS),
                                 ("training_loop", tm.training_loop, TRAINING_LOOPS),
-                                ("schedule", tm.schedule, pipelined.SCHEDULES)):
+                                ("schedule", tm.schedule, pipelined.SCHEDULES),
+                                ("system.queue_policy", tm.queue_policy, step.QUEUE_POLICIES),
+                                ("system.network_backend", tm.network_backend,
+                                 step.NETWORK_BACKENDS)):
         if not isinstance(value, str) or value not in choices:
             raise LibraInputError(
                 f"{key} = {show(value)}: choose one of {', '.join(choices)}.")
@@ -123,12 +140,22 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
                 LIMITS.max_gbps, lo_open=True,
                 unit=" (GB/s, LIMITS.max_gbps; null for free reductions)")
     as_bool(tm.gb_is_gib, "system.gb_is_gib")
+    as_int(tm.queues_per_dim, "system.queues_per_dim", 1, step.MAX_QUEUES_PER_DIM,
+           what=" (queues per dimension, step.MAX_QUEUES_PER_DIM)")
+    if tm.max_inflight_collectives is not None:
+        as_int(tm.max_inflight_collectives, "system.max_inflight_collectives", 1,
+               step.MAX_QUEUES_PER_DIM, what=" (null for no limit)")
     if tm.model == "libra":
         extra = [k for k, v in (("network.latency_ns", tm.latency_ns is not None),
                                 ("system.chunks", tm.chunks != 1),
                                 ("system.endpoint_delay_ns", tm.endpoint_delay_ns != 0),
                                 ("system.local_mem_bw_gbps", tm.local_mem_bw_gbps is not None),
                                 ("system.gb_is_gib", tm.gb_is_gib),
+                                ("system.queue_policy", tm.queue_policy != "lifo"),
+                                ("system.queues_per_dim", tm.queues_per_dim != 1),
+                                ("system.network_backend", tm.network_backend != "unaware"),
+                                ("system.max_inflight_collectives",
+                                 tm.max_inflight_collectives is not None),
                                 ("schedule", tm.schedule != "pipelined")) if v]
         if extra:
             raise LibraInputError(
@@ -197,23 +224,58 @@ def collective_pieces(keys, network, tm: TimingModel):
                 local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib,
                 schedule=tm.schedule))
     gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    factor = step.link_factor(blocks, tm.network_backend)  # [D] aware: 2 through a Switch
     j = 0
     for u in range(len(keys)):
         if p2p[u]:
             # Point-to-point to the neighbouring stage: one message of m bytes over one
             # involved dimension (stage pairs on different dimensions run at once).
             used = comm[u] > 1
-            a = np.where(used, size[u] / gib, 0.0)
+            a = np.where(used, size[u] / gib * factor, 0.0)
             c = np.where(used, HOPS[blocks] * lat + tm.endpoint_delay_ns, 0.0)
             rows_on = used[None]
             out.append((0.0, np.ones(1), c[None] / 1e9,
                         np.where(used[:, None], np.diag(a), 0.0)[None] / 1e9, rows_on))
             continue
-        out.append((float(pieces.c0[j]) / 1e9, np.asarray(pieces.w[j], np.float64),
-                    np.asarray(pieces.c[j], np.float64) / 1e9,
-                    np.asarray(pieces.a[j], np.float64) / 1e9, np.asarray(pieces.on[j], bool)))
+        if tm.queues_per_dim > 1:
+            out.append(_multi_queue_pieces(keys[u], network, tm))
+        else:
+            out.append((float(pieces.c0[j]) / 1e9, np.asarray(pieces.w[j], np.float64),
+                        np.asarray(pieces.c[j], np.float64) / 1e9,
+                        np.asarray(pieces.a[j], np.float64) * factor / 1e9,
+                        np.asarray(pieces.on[j], bool)))
         j += 1
     return out
+
+
+def _multi_queue_pieces(key, network, tm: TimingModel):
+    """A collective's convex lower bound when a dimension has several queues: with q
+    queues a dimension runs up to q of its stages at once (an all-reduce's way up beside
+    its way down), so the one-queue rows do not bound it. Rows: each dimension's work / q,
+    and one chunk's whole route. (s, GB) like `collective_pieces`."""
+    code, size, comm = key
+    d = network.num_dims
+    blocks = np.asarray(network.block_codes, np.int32)
+    lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+    factor = step.link_factor(blocks, tm.network_backend)
+    st = pipelined.chunk_stages(code, size, np.asarray(comm, np.int32), blocks, latency_ns=lat,
+                                chunks=tm.chunks, endpoint_delay_ns=tm.endpoint_delay_ns,
+                                local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib)
+    # rows 0..D-1: the stages up (and an all-reduce's last stage) per dimension, rows
+    # D..2D-1 an all-reduce's way down (it has its own half of the queues), row 2D the route
+    q = tm.queues_per_dim
+    first, last = (q // 2, q - q // 2) if code == Collective.ALLREDUCE else (q, q)
+    c, a = np.zeros(2 * d + 1), np.zeros((2 * d + 1, d))
+    for s_dim, coef, fixed, en, down in zip(st.dims, st.bytes_coef, st.fixed_ns, st.enabled,
+                                            st.down):
+        if en:
+            row, share = (d + s_dim, last) if down else (s_dim, first)
+            c[row] += tm.chunks * fixed / share
+            a[row, s_dim] += tm.chunks * coef * factor[s_dim] / share
+            c[2 * d] += fixed
+            a[2 * d, s_dim] += coef * factor[s_dim]
+    on = np.concatenate([a[:2 * d].sum(axis=1) + c[:2 * d] > 0, [True]])
+    return (0.0, np.ones(1), c[None] / 1e9, a[None] / 1e9, on[None])
 
 
 # ------------------------------------------------------------------------ rows
@@ -329,6 +391,9 @@ def _build_rows(workload, network, tm: TimingModel):
     ready = _Expr()
     for l in range(num_layers):  # forward pass
         ready = ready + hidden(l, 0)
+    if tm.model == "pipelined":
+        return _contention_rows(b, origin, extra, ready, hidden, comm, compute_s, index,
+                                issues, keys, network, tm)
     queue = None  # piece of E_{q-1}
     for l in range(num_layers - 1, -1, -1):  # backward pass, last layer first
         ready = ready + hidden(l, 1) + _Expr(compute_s[l, 2])
@@ -351,6 +416,87 @@ def _build_rows(workload, network, tm: TimingModel):
     return (b.build(), *extra)
 
 
+def dimension_work(keys, network, tm: TimingModel):
+    """[U] per distinct collective: (const_s [D], coef_gb [D]) the time each dimension is
+    busy with it alone, all chunks and stages summed: ``const_d + coef_d / bw_d`` s (the
+    congestion-aware link factor folded in). Linear in the size."""
+    d = network.num_dims
+    blocks = np.asarray(network.block_codes, np.int32)
+    lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+    factor = step.link_factor(blocks, tm.network_backend)
+    gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    out = []
+    for code, size, comm in keys:
+        const, coef = np.zeros(d), np.zeros(d)
+        comm = np.asarray(comm, np.int32)
+        if code == Collective.SENDRECV:
+            dim = int(np.argmax(comm > 1))
+            coef[dim] = size / gib * factor[dim]
+            const[dim] = HOPS[blocks[dim]] * lat[dim] + tm.endpoint_delay_ns
+        else:
+            st = pipelined.chunk_stages(code, size, comm, blocks, latency_ns=lat,
+                                        chunks=tm.chunks, endpoint_delay_ns=tm.endpoint_delay_ns,
+                                        local_mem_bw_gbps=tm.local_mem_bw_gbps,
+                                        gb_is_gib=tm.gb_is_gib)
+            for s_dim, a, f, en in zip(st.dims, st.bytes_coef, st.fixed_ns, st.enabled):
+                if en:
+                    coef[s_dim] += tm.chunks * a * factor[s_dim]
+                    const[s_dim] += tm.chunks * f
+        out.append((const / 1e9, coef / 1e9))
+    return out
+
+
+def _contention_rows(b, origin, extra, ready, hidden, comm, compute_s, index, issues, keys,
+                     network, tm):  # noqa: PLR0913 (the state of `_build_rows`)
+    """The overlap loops' rows for ``model=pipelined``: a convex lower bound of the step
+    that `step.simulate_step` times, whatever the queue order (README "Contention").
+
+    * the main chain (forward, backward compute and the collectives it waits for, each at
+      its own convex time, which contention can only delay);
+    * every weight-gradient collective after its ready time: ``ready_q + T_q``;
+    * every dimension's work: a dimension runs at most ``queues_per_dim`` stages at once, so
+      everything issued from ``ready_q`` on that uses dimension d keeps it busy for at least
+      ``sum work_d / queues_per_dim`` after ``ready_q``.
+    """
+    num_layers = compute_s.shape[0]
+    work = dimension_work(keys, network, tm)
+    q = float(tm.queues_per_dim)
+    issued = []  # (ready _Expr, key u, issues) of every collective, in issue order
+    for l in range(num_layers - 1, -1, -1):  # backward pass, last layer first
+        before = ready
+        ready = ready + hidden(l, 1)
+        if index[l, 1] >= 0:
+            issued.append((before + _Expr(compute_s[l, 1]) if tm.training_loop != "full_overlap"
+                           else before, int(index[l, 1]), int(issues[l, 1]), None))
+        ready = ready + _Expr(compute_s[l, 2])
+        if index[l, 2] >= 0:
+            issued.append((ready, int(index[l, 2]), int(issues[l, 2]), comm(l, 2)))
+    step_piece = b.piece(1.0)
+    b.row(step_piece, ready.const, nest=ready.nest)
+    suffix_c = np.zeros(network.num_dims)
+    suffix_a = np.zeros(network.num_dims)
+    rows = []
+    for at, u, n, own in reversed(issued):
+        suffix_c = suffix_c + n * work[u][0]
+        suffix_a = suffix_a + n * work[u][1]
+        if own is None:  # an input-gradient collective: on the chain already
+            continue
+        done = at + own
+        b.row(step_piece, done.const, nest=done.nest)
+        # dimensions where collectives issued later add to this one's work
+        shared = (suffix_a > n * work[u][1] * (1 + 1e-12)) & (work[u][1] > 0)
+        for dim in np.nonzero(shared)[0]:
+            coef = np.zeros(network.num_dims)
+            coef[dim] = suffix_a[dim] / q
+            rows.append((at, suffix_c[dim] / q, coef))
+    origin += [None] * (len(b.rows) - len(origin))
+    for at, const, coef in rows:
+        b.row(step_piece, at.const + const, coef, nest=at.nest)
+        origin.append(WORK_ROW)
+    b.const0 = -float(np.sum(compute_s))
+    return (b.build(), *extra)
+
+
 def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandwidth_gbps,
                               mu_rows) -> np.ndarray | None:
     """d(optimal step time)/d(collective size) [L, 3] in ns per byte for the general rows of
@@ -370,7 +516,15 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
     rows, origin, keys, index, issues, counts = _build_rows(workload, network, tm)
     if np.asarray(problem.row_piece).shape[0] != len(origin):
         return None
-    x = np.asarray(bandwidth_gbps, np.float64)
+    mu = np.asarray(mu_rows, np.float64)
+    work = np.asarray([o == WORK_ROW for o in origin])
+    if tm.model == "pipelined" and (tm.queues_per_dim > 1 or (
+            np.any(work) and np.sum(np.abs(mu[work])) > 1e-9 * max(np.sum(np.abs(mu)), 1e-300))):
+        # the multi-queue pieces and the binding dimension-work rows are not differentiated
+        # in the size here: no size sensitivities rather than wrong ones
+        return None
+    x = (np.asarray(bandwidth_gbps, np.float64)
+         / step.link_factor(network.block_codes, tm.network_backend))
     d = network.num_dims
     blocks = np.asarray(network.block_codes, np.int32)
     lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
@@ -399,10 +553,9 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
 
             dc, da = jax.device_get(jax.jacfwd(pieces_of)(jnp.asarray(size, jnp.float64)))
             jac.append((np.asarray(dc) / 1e9, np.asarray(da) / 1e9))
-    mu = np.asarray(mu_rows, np.float64)
     per_key = np.zeros(len(keys))
     for r, o in enumerate(origin):
-        if o is None:  # a critical-path row: no collective size in it
+        if o is None or o == WORK_ROW:  # a critical-path row: no collective size in it
             continue
         u, jj, ii = o
         dc, da = jac[u]
@@ -439,7 +592,9 @@ def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
     phase, collective, size_bytes, issues, and the step's totals time_ns, per-dimension
     bandwidth_ns / latency_ns / reduction_ns / busy_ns, and fill_drain_ns)."""
     check_timing(tm, network.num_dims)
-    bw = np.asarray(bandwidth_gbps, np.float64)
+    # the congestion-aware backend sends a stage's bytes twice through a Switch
+    bw = (np.asarray(bandwidth_gbps, np.float64)
+          / step.link_factor(network.block_codes, tm.network_backend))
     keys, index, issues = _unique_collectives(workload)
     d = network.num_dims
     per_key = []
@@ -500,3 +655,18 @@ def loop_step_time_ns(compute_ns, comm_ns, training_loop: str) -> float:
         if t[l, 2] > 0:
             queue = max(queue, now) + t[l, 2]
     return float(max(now, queue))
+
+
+def step_time_ns(workload, network, tm: TimingModel, bandwidth_gbps) -> float:
+    """The step time (ns) at given bandwidths by the exact model: for ``model=pipelined``
+    the step simulated as ASTRA-sim's system layer runs it (`step.simulate_step`: every
+    collective chunked over per-dimension queues, collectives in flight together sharing
+    dimensions, the configured link model); for ``model=libra`` the training loop over
+    LIBRA's collective times (`loop_step_time_ns`)."""
+    check_timing(tm, network.num_dims)
+    if tm.model == "libra":
+        coll_ns, _ = collective_times_ns(workload, network, tm, bandwidth_gbps)
+        return loop_step_time_ns(workload.compute_ns, coll_ns, tm.training_loop)
+    nodes = step.step_graph(workload, tm.training_loop)
+    return step.simulate_step(nodes, network.block_codes, network.npus, bandwidth_gbps,
+                              tm).time_ns
