@@ -287,7 +287,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
     def stage_ns(stream, share: int) -> float:
         dim, coef, fixed, _ = stream.stages[stream.pos][:4]
-        return fixed + (coef * factor[dim] * share / bw[dim] if coef > 0 else 0.0)
+        # a message crosses factor[dim] links one after another (store and forward), so
+        # alone it keeps each link busy 1/factor of the time: m sharers slow it m/factor
+        slow = max(1.0, share / factor[dim])
+        return fixed + (coef * factor[dim] * slow / bw[dim] if coef > 0 else 0.0)
 
     def shares(dim: int, qi: int) -> int:
         if not aware:
