@@ -186,7 +186,7 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
         "breakdown": breakdown,
     }
     print(report.format_evaluation(data, network, workload, tm), flush=True)
-    jobs.export_astrasim(c, output_dir, network, bw, tm)
+    jobs.export_astrasim(c, output_dir, network, bw, tm, workload)
     report.write_json(output_dir / "result.json", data)
     key = jobs.objective_key(c.objective)
     value = runtime.objective_value(data[key])

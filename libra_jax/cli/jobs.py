@@ -16,10 +16,10 @@ import pathlib
 
 from libra_jax.cli import config, report, runtime
 from libra_jax.cli.config import LibraConfig
-from libra_jax.inputs import astrasim, generators
+from libra_jax.inputs import astrasim, chakra, generators
 from libra_jax.inputs.cost import load_cost_model
 from libra_jax.inputs.workload import load_communicator
-from libra_jax.model import memory, timing
+from libra_jax.model import memory, step, timing
 from libra_jax.model.problem import build_problem
 from libra_jax.solvers.solve import equal_split, solve
 from libra_jax.studies import cosearch, multi
@@ -93,11 +93,12 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
     if memory_line:
         print(memory_line, flush=True)
     extras = dict(timing_model=report.timing_dict(tm), step_time_exact_ns=exact_ns,
+                  exact_optimality_gap=report.exact_gap(result, exact_ns),
                   chunk_search=None if choice is None else report.chunk_search_list(choice),
                   sensitivities=sens)
     data = report.result_dict(result, baseline, network, workload, workload_file, extras,
                               compile_seconds=clock.seconds)
-    export_astrasim(c, output_dir, network, result.bandwidth_gbps, tm)
+    export_astrasim(c, output_dir, network, result.bandwidth_gbps, tm, workload)
     report.write_json(output_dir / "result.json", data)
     key = objective_key(c.objective)
     value = runtime.objective_value(data[key])
@@ -107,10 +108,13 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
 
 
 def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
-                    tm: timing.TimingModel) -> None:
+                    tm: timing.TimingModel, workload=None) -> None:
     """With ``export_astrasim=true``: the design as ASTRA-sim 2.x network YAML + system JSON
     in ``<run dir>/astrasim/`` (`libra_jax.inputs.astrasim`; link GB/s written in 2^30
-    bytes)."""
+    bytes) and, given the workload, the step as per-NPU Chakra execution traces
+    ``astrasim/et/wl.<rank>.et`` (`libra_jax.inputs.chakra`; the configured training
+    loop's dependencies, compute rounded to whole microseconds) with the simulator's
+    command line in ``astrasim/run.sh``."""
     if not c.export_astrasim:
         return
     delay = tm.endpoint_delay_ns
@@ -121,8 +125,36 @@ def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth
     yml, js = astrasim.export_design(
         network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
         chunks=tm.chunks, endpoint_delay_ns=int(delay),
-        local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps)
+        local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
+        scheduling_policy=tm.queue_policy.upper())
     log.info("ASTRA-sim design: %s and %s", yml, js)
+    if workload is None:
+        return
+    out = output_dir / "astrasim"
+    nodes = step.step_graph(workload, tm.training_loop)
+    try:
+        paths = chakra.write_traces(nodes, network.npus, out / "et")
+    except LibraInputError as e:  # e.g. a group over part of a dimension (needs pg_name)
+        log.warning("Chakra ETs not written: %s", e)
+        return
+    rounding = chakra.rounding_report(nodes)
+    backend = "Aware" if tm.network_backend == "aware" else "Unaware"
+    inflight = tm.max_inflight_collectives or 1024
+    (out / "run.sh").write_text(
+        "#!/bin/sh\n# ASTRA-sim 2.x (analytical backend) on the step libra_jax timed; "
+        "ASTRASIM_MAX_INFLIGHT_COMM needs the local patch of\n# "
+        "shared/reference/astrasim_workload (stock ASTRA-sim runs one collective per NPU).\n"
+        'echo \'{"memory-type": "NO_MEMORY_EXPANSION"}\' > "$(dirname "$0")/memory.json"\n'
+        f"ASTRASIM_MAX_INFLIGHT_COMM={inflight} "
+        f"${{ASTRA_SIM_BIN:-AstraSim_Analytical_Congestion_{backend}}} "
+        '--workload-configuration="$(dirname "$0")/et/wl" --comm-group-configuration=empty '
+        '--system-configuration="$(dirname "$0")/system.json" '
+        '--remote-memory-configuration="$(dirname "$0")/memory.json" '
+        '--network-configuration="$(dirname "$0")/network.yml" '
+        f"--num-queues-per-dim={tm.queues_per_dim}\n")
+    log.info("Chakra ETs: %d files in %s (compute rounded to whole us: %+.0f ns in all, "
+             "%d node(s) written as 0 us); command: %s", len(paths), out / "et",
+             rounding.total_change_ns, len(rounding.zero_us_nodes), out / "run.sh")
 
 
 def _cost_model(c: LibraConfig):

@@ -177,6 +177,7 @@ def export_design(
     local_mem_bw_gbps: float = 1e6,
     algorithm: str | Sequence[str] = "ring",
     gb_is_gib: bool = True,
+    scheduling_policy: str = "LIFO",
 ) -> tuple[str, str]:
     """Writes a libra_jax design as an ASTRA-sim 2.x network YAML and system JSON.
 
@@ -209,6 +210,8 @@ def export_design(
       gb_is_gib: write link bandwidth as ``bw * 1e9 / 2^30`` so that ASTRA-sim, which
         reads GB as 2^30 bytes, moves bw x 1e9 bytes/s. ``False`` writes bw unchanged
         (for a simulator build that reads GB as 1e9 bytes).
+      scheduling_policy: ``scheduling-policy``, ``"LIFO"`` (a newer collective's chunks
+        go first on a queue) or ``"FIFO"``.
 
     Returns:
       ``(yaml_path, json_path)``.
@@ -250,6 +253,9 @@ def export_design(
         raise LibraInputError(
             f"{where}: gb_is_gib must be True or False, got {show(gb_is_gib)}."
         )
+    if scheduling_policy not in ("LIFO", "FIFO"):
+        raise LibraInputError(
+            f"{where}: scheduling_policy = {show(scheduling_policy)}: LIFO or FIFO.")
 
     scale = GIB_PER_GB if gb_is_gib else 1.0
     link = np.array(
@@ -296,7 +302,7 @@ def export_design(
     ]
 
     system = {
-        "scheduling-policy": "LIFO",
+        "scheduling-policy": scheduling_policy,
         "endpoint-delay": int(endpoint_delay_ns),
         "active-chunks-per-dimension": 1,
         "preferred-dataset-splits": int(chunks),
