@@ -1,0 +1,220 @@
+"""Whole training steps as ASTRA-sim runs them (`model/step.py`): the step graph, the stream
+split, the event replay against the 78 shared ASTRA-sim runs and the held-out runs, the
+convex lower bound of `train`, and the Chakra export of the step."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from libra_jax.inputs import chakra
+from libra_jax.inputs.topology import network_from_lists
+from libra_jax.inputs.workload import Workload
+from libra_jax.model import step, timing
+from libra_jax.model.problem import ConstraintSpec
+from libra_jax.solvers.solve import solve
+from libra_jax.types import Collective, LibraInputError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED = ROOT / "tests" / "fixtures" / "astrasim_workload"
+HELDOUT = ROOT / "experiments" / "results" / "astrasim_heldout"
+AR, RS, AG, NONE = (Collective.ALLREDUCE, Collective.REDUCESCATTER, Collective.ALLGATHER,
+                    Collective.NONE)
+
+
+def _experiment():
+    spec = importlib.util.spec_from_file_location(
+        "astrasim_workload", ROOT / "experiments" / "astrasim_workload.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _errors(data, ids=None):
+    exp = _experiment()
+    out = {}
+    for case, res in exp.load(data):
+        key = (case["case_id"], case["backend"])
+        if ids is not None and case["case_id"] not in ids:
+            continue
+        try:
+            ours = exp.predict_ns(case)
+        except LibraInputError as e:
+            out[key] = str(e)
+            continue
+        out[key] = ours / float(res["astra_max_ns"]) - 1.0
+    return out
+
+
+def test_the_78_shared_runs():
+    """Issue 18's bar: every congestion-unaware case within 2%, every congestion-aware one
+    within 5%; the 8 pg_name cases are refused with the reason (measured: 0.81% / 0.79%)."""
+    errs = _errors(SHARED)
+    assert len(errs) == 78
+    refused = {k: v for k, v in errs.items() if isinstance(v, str)}
+    assert len(refused) == 8 and all(k[0].startswith("g5_E_pg") for k in refused)
+    assert all("flat ring" in v and "pg_name" in v for v in refused.values())
+    for (cid, backend), e in errs.items():
+        if isinstance(e, str):
+            continue
+        assert abs(e) <= (0.02 if backend == "unaware" else 0.05), (cid, backend, e)
+    # the contention cases are exact to a few 1e-4 (ticks, ASTRA-sim's integer message sizes)
+    for cid in ("g8_Bov_pair_dp_overlap_unaware_k4_L0_q1", "g8_Bov_pair_dp_overlap_aware_k4_L0_q2",
+                "g8_Bov_pair_dp_overlap_unaware_k4_L0_q1_FIFO", "g2_C_dp_overlap_aware_k4_L0_stock"):
+        backend = "aware" if "_aware_" in cid else "unaware"
+        assert abs(errs[(cid, backend)]) < 2e-4
+
+
+def _heldout_check(errs):
+    for backend in ("unaware", "aware"):
+        e = np.asarray([abs(v) for (c, b), v in errs.items() if b == backend])
+        assert np.mean(e <= 0.05) >= 0.95, (backend, np.sort(e)[-5:])
+        if backend == "unaware":
+            assert e.max() <= 0.01
+
+
+def test_heldout_runs_first_40_draws():
+    """Randomised whole steps (experiments/astrasim_heldout.py; all collectives, ZeRO, EP
+    all-to-all pairs, 1-8 chunks, latencies, overlapping groups, FIFO/LIFO, 1-2 queues,
+    stock in-flight limit), kept apart from the model's development: the first 40 draws."""
+    ids = {f"h1_{i:04d}_{b}" for i in range(40) for b in ("unaware", "aware")}
+    _heldout_check(_errors(HELDOUT, ids))
+
+
+@pytest.mark.slow
+def test_heldout_runs_all():
+    _heldout_check(_errors(HELDOUT))
+
+
+def test_chunk_split_as_astrasim():
+    """floor(size / chunks)-byte streams until the size is used up; at least total_npus bytes
+    each (all-gather excepted)."""
+    assert step.chunk_split(AR, 12 * 2**20, 4, 64) == (4, 3 * 2**20)
+    assert step.chunk_split(AR, 4096, 3, 8) == (4, 1365)  # 3 x 1365 = 4095: a 4th stream
+    assert step.chunk_split(AR, 100, 4, 64) == (4, 64)  # too small: 4 streams of 64 B
+    assert step.chunk_split(AG, 100, 4, 64) == (4, 25)
+
+
+def _wl(compute, coll, size, comm):
+    return Workload(name="t", layer_names=tuple(f"l{i}" for i in range(len(compute))),
+                    compute_ns=np.asarray(compute, float), collective=np.asarray(coll, np.int32),
+                    size_bytes=np.asarray(size, float), communicator=np.asarray(comm, np.int32),
+                    source="test")
+
+
+def test_step_graph_dependencies():
+    """chain / dp_overlap / full_overlap, and a ZeRO all-gather waiting for its RS."""
+    comm = [[[4, -1], [4, -1], [-1, 8]]] * 2
+    wl = _wl([[1e3, 2e3, 3e3]] * 2, [[AR, AR, AR]] * 2, [[1e6] * 3] * 2, comm)
+    chain = step.step_graph(wl, "no_overlap")
+    assert [n.name[:3] for n in chain] == ["F0", "fwd", "F1", "fwd", "B1", "ig1", "W1", "wg1",
+                                          "B0", "ig0", "W0", "wg0"]
+    assert all(n.deps == ((i - 1,) if i else ()) for i, n in enumerate(chain))
+    ov = step.step_graph(wl, "dp_overlap")
+    assert ov[7].deps == (6,) and ov[8].deps == (6,)  # B0 waits for W1, not for its DP
+    full = step.step_graph(wl, "full_overlap")
+    assert full[1].deps == () and full[2].deps == (0, 1)  # fwd collective beside F0
+    zero = _wl([[0.0] * 3, [1e3] * 3], [[NONE, NONE, AG], [NONE, NONE, RS]],
+               [[0, 0, 1e6], [0, 0, 4e6]], [[[-1, -1]] * 2 + [[4, 8]]] * 2)
+    g = step.step_graph(zero, "dp_overlap")
+    rs = next(i for i, n in enumerate(g) if n.collective == RS)
+    ag = next(i for i, n in enumerate(g) if n.collective == AG)
+    assert ag > rs and rs in g[ag].deps
+
+
+def test_hand_computed_contention():
+    """Two all-reduces on one Ring(4) dimension, 8 MiB each, 100 GB/s, 1 chunk, no latency:
+    alone each takes 2 x 3/4 x 8 MiB / 100 = 125,829.12 ns. Issued together (dp_overlap: the
+    DP one at 0, and nothing waits for it; zero compute) the dimension serves them one after
+    the other: 251,658.24 ns; with 2 queues (unaware) they run side by side: max of the two."""
+    net = network_from_lists(["Ring"], [4])
+    wl = _wl([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [[NONE, NONE, AR], [NONE, NONE, AR]],
+             [[0, 0, 2**23], [0, 0, 2**23]], [[[4]] * 3] * 2)
+    tm = timing.TimingModel(model="pipelined", training_loop="dp_overlap")
+    one = 2 * 0.75 * 2**23 / 100
+    assert timing.step_time_ns(wl, net, tm, [100.0]) == pytest.approx(2 * one, rel=1e-12)
+    tm2 = dataclasses.replace(tm, queues_per_dim=2)
+    # an all-reduce on a single dimension is one stage on the first half: both on queue 0
+    assert timing.step_time_ns(wl, net, tm2, [100.0]) == pytest.approx(2 * one, rel=1e-12)
+    tm3 = dataclasses.replace(tm, queues_per_dim=3)  # first half = queue 0 only, as above
+    assert timing.step_time_ns(wl, net, tm3, [100.0]) == pytest.approx(2 * one, rel=1e-12)
+    rs = _wl([[0.0] * 3] * 2, [[NONE, NONE, RS]] * 2, [[0, 0, 2**23]] * 2, [[[4]] * 3] * 2)
+    alone = 0.75 * 2**23 / 100
+    assert timing.step_time_ns(rs, net, tm, [100.0]) == pytest.approx(2 * alone, rel=1e-12)
+    # reduce-scatters take the queues round robin: with 2 they run together (unaware) ...
+    assert timing.step_time_ns(rs, net, tm2, [100.0]) == pytest.approx(alone, rel=1e-12)
+    # ... and the aware backend: opposite directions round a Ring(4) use different links
+    aw = dataclasses.replace(tm2, network_backend="aware")
+    assert timing.step_time_ns(rs, net, aw, [100.0]) == pytest.approx(alone, rel=1e-12)
+    # on a Ring(2) both directions are one link: shared, each at half speed
+    net2 = network_from_lists(["Ring"], [2])
+    rs2 = _wl([[0.0] * 3] * 2, [[NONE, NONE, RS]] * 2, [[0, 0, 2**23]] * 2, [[[2]] * 3] * 2)
+    half = 0.5 * 2**23 / 100
+    assert timing.step_time_ns(rs2, net2, aw, [100.0]) == pytest.approx(2 * half, rel=1e-12)
+    # stock ASTRA-sim: one collective in flight, the same as one queue here
+    one_q = dataclasses.replace(tm2, max_inflight_collectives=1)
+    assert timing.step_time_ns(rs, net, one_q, [100.0]) == pytest.approx(2 * alone, rel=1e-12)
+    # through a Switch the aware backend stores and forwards: twice the bandwidth time
+    sw = network_from_lists(["Switch"], [4])
+    aw1 = dataclasses.replace(tm, network_backend="aware")
+    assert timing.step_time_ns(rs, sw, aw1, [100.0]) == pytest.approx(4 * alone, rel=1e-12)
+
+
+@pytest.mark.parametrize("case_id", ["g3_Bov_dp_overlap_unaware_k4_L500",
+                                     "g8_Bov_pair_dp_overlap_aware_k4_L0_q2",
+                                     "g7_A6_dp_overlap_aware_k4_L500_mem1600"])
+def test_train_lower_bound_and_exact_time(case_id):
+    """The convex model `train` optimises is a lower bound of the simulated step at every
+    design (given and optimal), and the solver's certified bound bounds the simulated step
+    at the optimum from below: an honest gap."""
+    exp = _experiment()
+    case = next(c for c in json.loads((SHARED / "cases.json").read_text())
+                if c["case_id"] == case_id)
+    net, wl, tm, bw = exp.case_inputs(case)
+    spec = ConstraintSpec(total_bw_gbps=float(np.sum(bw)))
+    p = timing.build_timed_problem(net, wl, None, spec, tm)
+    res = solve(p)
+    exact = timing.step_time_ns(wl, net, tm, res.bandwidth_gbps)
+    assert res.lower_bound <= exact * (1 + 1e-9)
+    assert res.step_time_ns <= exact * (1 + 1e-9)
+    # no design (here the case's own) beats the certified bound
+    assert timing.step_time_ns(wl, net, tm, bw) >= res.lower_bound * (1 - 1e-9)
+
+
+def test_new_system_keys_are_checked():
+    net = network_from_lists(["Ring", "Switch"], [4, 8])
+    wl = _wl([[1.0] * 3], [[AR, NONE, NONE]], [[1e6, 0, 0]], [[[4, -1]] * 3])
+    base = timing.TimingModel(model="pipelined")
+    for bad, key in ((dict(queue_policy="random"), "system.queue_policy"),
+                     (dict(queues_per_dim=0), "system.queues_per_dim"),
+                     (dict(network_backend="garnet"), "system.network_backend"),
+                     (dict(max_inflight_collectives=0), "system.max_inflight_collectives")):
+        with pytest.raises(LibraInputError, match=key.replace(".", r"\.")):
+            timing.check_timing(dataclasses.replace(base, **bad), 2)
+    with pytest.raises(LibraInputError, match="only apply to model=pipelined"):
+        timing.check_timing(timing.TimingModel(network_backend="aware"), 2)
+    assert timing.step_time_ns(wl, net, base, [100.0, 100.0]) > 0
+
+
+def test_step_exports_as_chakra_traces(tmp_path):
+    """The step graph written as Chakra ETs parses back to the same graph on every NPU."""
+    comm = [[[4, -1], [4, -1], [-1, 2]]] * 2
+    wl = _wl([[1e3, 2e3, 3e3]] * 2, [[AR, RS, AR]] * 2, [[1e6] * 3] * 2, comm)
+    nodes = step.step_graph(wl, "dp_overlap")
+    paths = chakra.write_traces(nodes, [4, 2], tmp_path)
+    assert len(paths) == 8
+    for path in paths:
+        _, et = chakra.read_trace(path)
+        assert [n["name"] for n in et] == [n.name for n in nodes]
+        assert [tuple(n["data_deps"]) for n in et] == [n.deps for n in nodes]
+        for n, e in zip(nodes, et):
+            if n.kind == "comm":
+                assert e["attrs"]["involved_dim"] == list(n.involved)
+                assert e["attrs"]["comm_size"] == int(n.size_bytes)
+            else:
+                assert e["duration_micros"] == round(n.duration_ns / 1e3)
