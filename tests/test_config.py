@@ -70,7 +70,9 @@ def test_default_config_has_every_key():
     }
     assert cfg.solver.method == "ipm" and cfg.workloads is None
     assert (cfg.model, cfg.schedule, cfg.training_loop) == ("libra", "pipelined", "no_overlap")
-    assert set(cfg.system) == {"chunks", "endpoint_delay_ns", "local_mem_bw_gbps", "gb_is_gib"}
+    assert set(cfg.system) == {"chunks", "endpoint_delay_ns", "local_mem_bw_gbps", "gb_is_gib",
+                               "queue_policy", "queues_per_dim", "network_backend",
+                               "max_inflight_collectives"}
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers",
                                 "latency_ns"}
     assert set(cfg.cost_model) == {"file"}

@@ -40,7 +40,7 @@ def test_train_pipelined_chunk_search_exports_astrasim(tmp_path):
                 "system.endpoint_delay_ns=10", "export_astrasim=true",
                 f"hydra.run.dir={run_dir}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    for words in ("chunk-count search", "simulated chunk schedule", "marginal value"):
+    for words in ("chunk-count search", "simulated step at the optimum", "marginal value"):
         assert words in proc.stdout
     res = json.loads((run_dir / "result.json").read_text())
     assert tuple(res) == RESULT_KEYS and res["status"] == "ok"
