@@ -387,16 +387,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if t < t_next or (t == t_next and what is not None and what[0] == "stage"
                               and s.seq < running[what[1]].seq):
                 t_next, what = t, ("stage", key)
-        if what is None:
-            if ready:  # nothing runs but something is ready: only blocked compute? cannot be
-                issue_ready()
-                if compute_until is None and not running:
-                    break
-                continue
+        if what is None:  # nothing runs, so nothing is blocked: the step is over
             break
         dt = t_next - now
+        for dim in {key[0] for key in running}:
+            busy[dim] += dt
         for key, s in running.items():
-            busy[key[0]] += dt
             if rates[key] > 0:
                 s.left = max(0.0, s.left - dt / rates[key])
             else:
@@ -419,5 +415,4 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     finish(s.node)
             try_start(*key)
         issue_ready()
-    # busy counts each running queue; with several queues a dimension can exceed wall time
     return StepTiming(float(np.nanmax(end)) if n else 0.0, start, end, busy)
