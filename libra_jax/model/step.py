@@ -17,12 +17,15 @@ discrete-event replay of the simulator's system layer (``docs/step_simulation.md
   ``max_inflight_collectives`` collectives are in flight (stock ASTRA-sim: 1); a ready
   collective beyond it waits, and ready nodes are issued lowest id first.
 * The link model (``network_backend``): ``unaware`` times a stage as ``bytes / bw +
-  fixed`` whatever else runs; ``aware`` (ASTRA-sim's congestion-aware backend: per-link
-  FIFO, store and forward at every hop) sends every message through a Switch twice (NPU ->
-  switch -> NPU, so a stage's bandwidth time doubles), and stages active at once on one
-  dimension share its links when they use the same links (always through a Switch; on a
-  Ring or FullyConnected dimension when they go the same way round, or the dimension has 2
-  NPUs): each of ``m`` such stages then moves its bytes at ``bw / m``.
+  fixed`` whatever else runs; ``aware`` (ASTRA-sim's congestion-aware backend) replays
+  every ring message link by link: a stage of ``steps`` messages sends one, waits for it to
+  arrive, then (endpoint delay, local reduction) sends the next; a message is stored and
+  forwarded at every hop (a Switch: NPU -> switch -> NPU, 2 links), and each link is a
+  FIFO that serialises one message at a time (``bytes / bw``, then the hop latency to the
+  next device; ``congestion_aware/Link.cpp``). Every NPU runs the same step, so one NPU's
+  links stand for all: per dimension a Switch's up and down link (both directions use
+  them), a Ring / FullyConnected dimension's link each way round (one link when it has 2
+  NPUs). Alone, a stage takes exactly the ``unaware`` time with a Switch's bytes twice.
 
 Everything here is host numpy (an exact evaluation at given bandwidths, as `evaluate` and
 the certified gap of `train` need); the convex model the solver optimises is in
@@ -150,7 +153,9 @@ class StepTiming(NamedTuple):
 
 
 class _Stream:
-    __slots__ = ("node", "priority", "stages", "pos", "left", "seq")
+    __slots__ = ("node", "priority", "stages", "pos", "left", "seq",
+                 # the congestion-aware link model's state of the running stage
+                 "step", "steps", "msg_ns", "path", "reductions", "red_step")
 
     def __init__(self, node, priority, stages, seq):
         self.node, self.priority, self.stages, self.seq = node, priority, stages, seq
@@ -202,7 +207,8 @@ def chunk_split(collective: int, size_bytes: float, chunks: int, total_npus: int
 
 
 def _stages_of(node: StepNode, blocks, tm, cache: dict, total_npus: int):
-    """[(dim, bytes_coef, fixed_ns, kind)] of one chunk of a comm node (cached per shape)."""
+    """(streams, [(dim, bytes_coef, fixed_ns, kind, steps, reduction_ns)]) of a comm node:
+    its stream count and one stream's stages (cached per shape)."""
     key = (node.collective, node.size_bytes, node.group)
     if key not in cache:
         d = len(blocks)
@@ -213,7 +219,7 @@ def _stages_of(node: StepNode, blocks, tm, cache: dict, total_npus: int):
             gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
             hops = 2.0 if blocks[dim] == Block.SWITCH else 1.0
             cache[key] = (1, [(dim, node.size_bytes / gib,
-                               hops * lat[dim] + tm.endpoint_delay_ns, "any")])
+                               hops * lat[dim] + tm.endpoint_delay_ns, "any", 1.0, 0.0)])
         else:
             k, chunk = chunk_split(node.collective, node.size_bytes, int(tm.chunks),
                                    total_npus)
@@ -224,7 +230,8 @@ def _stages_of(node: StepNode, blocks, tm, cache: dict, total_npus: int):
                 local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib)
             ar = node.collective == Collective.ALLREDUCE
             stages = [(int(st.dims[s]), float(st.bytes_coef[s]), float(st.fixed_ns[s]),
-                       ("last" if st.down[s] else "first") if ar else "any")
+                       ("last" if st.down[s] else "first") if ar else "any",
+                       float(st.steps[s]), float(st.reduction_ns[s]))
                       for s in range(len(st.dims)) if st.enabled[s]]
             cache[key] = (k, stages)
     return cache[key]
@@ -258,7 +265,6 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     num_dims = len(blocks)
     bw = np.asarray(bandwidth_gbps, np.float64)
     aware = tm.network_backend == "aware"
-    factor = link_factor(blocks, tm.network_backend)
     lifo = tm.queue_policy == "lifo"
     q = int(tm.queues_per_dim)
     limit = tm.max_inflight_collectives
@@ -276,7 +282,6 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     alloc = _Queues(num_dims, q)
     queues = [[[] for _ in range(q)] for _ in range(num_dims)]  # waiting lists, running first
     running: dict[tuple[int, int], _Stream] = {}
-    direction: dict[tuple[int, int], int] = {}
     streams_left = np.zeros(n, int)
     busy = np.zeros(num_dims)
     compute_until = None  # (end time, node)
@@ -285,31 +290,85 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     seq = 0
     now = 0.0
 
-    def stage_ns(stream, share: int) -> float:
-        dim, coef, fixed, _ = stream.stages[stream.pos][:4]
-        # a message crosses factor[dim] links one after another (store and forward), so
-        # alone it keeps each link busy 1/factor of the time: m sharers slow it m/factor
-        slow = max(1.0, share / factor[dim])
-        return fixed + (coef * factor[dim] * slow / bw[dim] if coef > 0 else 0.0)
+    def stage_ns(stream) -> float:
+        dim, coef, fixed = stream.stages[stream.pos][:3]
+        return fixed + (coef / bw[dim] if coef > 0 else 0.0)
 
-    def shares(dim: int, qi: int) -> int:
-        if not aware:
-            return 1
-        me = direction[(dim, qi)]
-        m = 0
-        for (d2, q2), _ in running.items():
-            if d2 != dim:
-                continue
-            if blocks[dim] == Block.SWITCH or npd[dim] <= 2 or direction[(d2, q2)] == me:
-                m += 1
-        return m
+    # ---- the congestion-aware link model: every ring message, link by link
+    net: list = []  # (time, seq, kind, payload) events of the links
+    link_busy: dict = {}
+    link_wait: dict = {}
+    lat = (np.zeros(num_dims) if tm.latency_ns is None
+           else np.broadcast_to(np.asarray(tm.latency_ns, np.float64), (num_dims,)))
+    endpoint = float(tm.endpoint_delay_ns)
+
+    def push(t: float, kind: str, payload) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(net, (t, seq, kind, payload))
+
+    def path(dim: int, dr: int) -> tuple:
+        if blocks[dim] == Block.SWITCH:  # NPU -> switch -> NPU, both ways share them
+            return ((dim, "up"), (dim, "down"))
+        return ((dim, 0 if npd[dim] <= 2 else dr),)  # a ring / direct link per direction
+
+    def pre_send_ns(s: _Stream) -> float:
+        return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
+
+    def link_put(link, msg, t: float) -> None:
+        if link_busy.get(link, False):
+            link_wait.setdefault(link, []).append(msg)
+            return
+        link_busy[link] = True
+        s, hop = msg
+        push(t + s.msg_ns, "free", link)
+        push(t + s.msg_ns + lat[s.stages[s.pos][0]], "arrive", msg)
+
+    def start_stage_aware(s: _Stream) -> None:
+        dim, coef, _, _, dr, _, steps, red = s.stages[s.pos]
+        s.step = 0
+        s.steps = max(int(round(steps)), 1)
+        s.msg_ns = coef / s.steps / bw[dim] if coef > 0 else 0.0
+        s.path = path(dim, dr)
+        n_d = int(nodes[s.node].group[dim])
+        s.reductions = n_d - 1 if red > 0 else 0
+        s.red_step = red / s.reductions if s.reductions else 0.0
+        push(now + pre_send_ns(s), "send", s)
+
+    def net_event(kind: str, payload, t: float):
+        """One link event; -> the finished stream's running key, or None."""
+        if kind == "send":
+            link_put(payload.path[0], (payload, 0), t)
+        elif kind == "free":
+            link_busy[payload] = False
+            waiting = link_wait.get(payload)
+            if waiting:
+                link_put(payload, waiting.pop(0), t)
+        elif kind == "arrive":
+            s, hop = payload
+            if hop + 1 < len(s.path):
+                link_put(s.path[hop + 1], (s, hop + 1), t)
+            else:
+                s.step += 1
+                if s.step < s.steps:
+                    push(t + pre_send_ns(s), "send", s)
+                else:
+                    post = s.red_step if s.reductions >= s.steps else 0.0
+                    push(t + post, "done", s)
+        else:  # "done"
+            return s_key(payload)
+        return None
+
+    def s_key(s: _Stream) -> tuple[int, int]:
+        return s.stages[s.pos][0], s.stages[s.pos][5]
 
     def try_start(dim: int, qi: int) -> None:
         if (dim, qi) in running or not queues[dim][qi]:
             return
         s = queues[dim][qi].pop(0)
         running[(dim, qi)] = s
-        direction[(dim, qi)] = s.stages[s.pos][4]
+        if aware:
+            start_stage_aware(s)
 
     def enqueue(s: _Stream) -> None:
         dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
@@ -333,9 +392,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             return
         for _ in range(k):
             placed = []
-            for dim, coef, fixed, kind in stages:
+            for dim, coef, fixed, kind, steps, red in stages:
                 qi, dr = alloc.next(dim, kind)
-                placed.append((dim, coef, fixed, kind, dr, qi))
+                placed.append((dim, coef, fixed, kind, dr, qi, steps, red))
             seq += 1
             enqueue(_Stream(i, prio, placed, seq))
 
@@ -375,35 +434,43 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
     issue_ready()
     while True:
-        # the next event: compute done, or the first running stage to finish
+        # the next event: compute done, a link event, or the first running stage to finish
         rates = {}
         t_next, what = np.inf, None
         if compute_until is not None:
             t_next, what = compute_until[0], ("compute", None)
-        for key, s in running.items():
-            total = stage_ns(s, shares(*key))
-            rates[key] = total
-            t = now + s.left * total
-            if t < t_next or (t == t_next and what is not None and what[0] == "stage"
-                              and s.seq < running[what[1]].seq):
-                t_next, what = t, ("stage", key)
+        if aware:
+            if net and net[0][0] < t_next:
+                t_next, what = net[0][0], ("net", None)
+        else:
+            for key, s in running.items():
+                total = stage_ns(s)
+                rates[key] = total
+                t = now + s.left * total
+                if t < t_next or (t == t_next and what is not None and what[0] == "stage"
+                                  and s.seq < running[what[1]].seq):
+                    t_next, what = t, ("stage", key)
         if what is None:  # nothing runs, so nothing is blocked: the step is over
             break
         dt = t_next - now
         for dim in {key[0] for key in running}:
             busy[dim] += dt
         for key, s in running.items():
-            if rates[key] > 0:
-                s.left = max(0.0, s.left - dt / rates[key])
-            else:
-                s.left = 0.0
+            if key in rates:
+                s.left = max(0.0, s.left - dt / rates[key]) if rates[key] > 0 else 0.0
         now = t_next
         if what[0] == "compute":
             i = compute_until[1]
             compute_until = None
             finish(i)
         else:
-            key = what[1]
+            if what[0] == "net":
+                _, _, kind, payload = heapq.heappop(net)
+                key = net_event(kind, payload, now)
+                if key is None:
+                    continue
+            else:
+                key = what[1]
             s = running.pop(key)
             s.left = 1.0
             s.pos += 1
