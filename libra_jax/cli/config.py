@@ -77,6 +77,7 @@ def _choice(name: str, values: Sequence[str]) -> type[Choice]:
 class Objective(Choice):
     perf = "perf"  # min step time
     perf_per_cost = "perf_per_cost"  # min step time x network cost
+    perf_per_watt = "perf_per_watt"  # min step time x total power = energy per step
 
 
 class SolverMethod(Choice):
@@ -108,6 +109,14 @@ class NetworkConfig:
     npus: Optional[List[int]] = None  # [D] NPUs per dim (with topology only)
     cost_tiers: Optional[List[str]] = None  # [D] cost-model row per dim (notation/topology only)
     latency_ns: Optional[List[float]] = None  # [D] link latency per hop, ns (model=pipelined)
+    span_m: Optional[List[float]] = None  # [D] metres each dimension's links cover (reach check)
+
+
+@dataclasses.dataclass
+class PowerConfig:
+    """Power apart from the network (the network's comes from the tiers' ``Energy``)."""
+
+    npu_w: float = 0.0  # W of one NPU apart from the network: total = N * npu_w + network
 
 
 @dataclasses.dataclass
@@ -150,6 +159,7 @@ class ConstraintsConfig:
     upper_gbps: Optional[List[Optional[float]]] = None  # [D] per-dim upper bounds (null: none)
     linear: List[str] = dataclasses.field(default_factory=list)  # e.g. "bw[0] >= bw[1]"
     max_cost_usd: Optional[float] = None  # network cost <= this, $ (needs a cost model)
+    max_power_w: Optional[float] = None  # network power <= this, W (needs Energy in the tiers)
 
 
 @dataclasses.dataclass
@@ -194,6 +204,7 @@ class LibraConfig:
     cost_model: CostModelConfig = dataclasses.field(default_factory=CostModelConfig)
     workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
     constraints: ConstraintsConfig = dataclasses.field(default_factory=ConstraintsConfig)
+    power: PowerConfig = dataclasses.field(default_factory=PowerConfig)
     objective: Objective = Objective.perf
     solver: SolverConfig = dataclasses.field(default_factory=SolverConfig)
     # Multi-workload runs (libra_jax/studies/multi.py): several workloads share one network.
@@ -208,6 +219,9 @@ class LibraConfig:
     system: SystemConfig = dataclasses.field(default_factory=SystemConfig)
     # python -m libra_jax.evaluate only: the design to evaluate, GB/s per dim.
     bandwidth_gbps: Optional[List[float]] = None
+    # A shipped system's per-NPU GB/s per dim (real-system presets): libra-train shows it next
+    # to the optimum at the same network power and at the same network cost.
+    reference_bw_gbps: Optional[List[float]] = None
     export_astrasim: bool = False  # write the design as ASTRA-sim network YAML + system JSON
     # JAX's persistent compilation cache (repeat runs skip XLA compilation); null: off.
     compilation_cache_dir: Optional[str] = "~/.cache/libra_jax/jax"

@@ -9,3 +9,5 @@ import pathlib
 
 #: The shipped LIBRA inputs (network/, workload/, communicator/, cost_model/).
 LIBRA_INPUTS_DIR = pathlib.Path(__file__).resolve().parents[1] / "data" / "libra_inputs"
+#: libra_jax's own shipped inputs (the technology catalogue ``technologies.yaml``).
+DATA_DIR = LIBRA_INPUTS_DIR.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 
-from libra_jax.inputs import LIBRA_INPUTS_DIR
+from libra_jax.inputs import DATA_DIR, LIBRA_INPUTS_DIR
 from libra_jax.types import LibraInputError, show
 
 
@@ -32,7 +32,7 @@ def resolve_path(value: str, key: str, base_dir: str | os.PathLike | None = None
         candidates = [path]
     else:
         base = pathlib.Path(base_dir) if base_dir is not None else pathlib.Path.cwd()
-        candidates = [base / path, LIBRA_INPUTS_DIR / path]
+        candidates = [base / path, LIBRA_INPUTS_DIR / path, DATA_DIR / path]
     for candidate in candidates:
         try:
             if candidate.is_file():
