@@ -52,7 +52,7 @@ def run(name: str, backend: str, queues: int, policy: str) -> dict:
                    f"system.network_backend={backend}", f"system.queues_per_dim={queues}",
                    f"system.queue_policy={policy}")
     network, workload, cost_rates, spec = config.to_inputs(cfg)
-    tm, _ = config.to_timing(cfg, network.num_dims)
+    tm, _ = config.to_timing(cfg, network.num_dims, network)
     t0 = time.perf_counter()
     problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
     res = solve(problem)

@@ -48,7 +48,14 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-from libra_jax.inputs.cost import cost_rates_usd_per_gbps, load_cost_model
+from libra_jax.inputs.cost import (
+    check_reach,
+    cost_rates_usd_per_gbps,
+    load_cost_model,
+    power_rates_w_per_gbps,
+    tier_latency_ns,
+    tier_max_gbps,
+)
 from libra_jax.inputs.generators import GENERATORS, generate
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import (
@@ -474,10 +481,27 @@ def _inputs(
         )
 
     cost_rates = None
+    phys = None
     if cost_path is not None:
-        cost_rates = np.asarray(
-            cost_rates_usd_per_gbps(network, load_cost_model(cost_path)), dtype=np.float64
-        )
+        cm = load_cost_model(cost_path)
+        cost_rates = np.asarray(cost_rates_usd_per_gbps(network, cm), dtype=np.float64)
+        phys = physical_inputs(c, network, cm)
+    elif c.network.span_m is not None:
+        raise LibraInputError(
+            f"network.span_m = {show(list(c.network.span_m))} is checked against the tiers' "
+            "reach (ReachM), but cost_model.file is null; set a technology catalogue (e.g. "
+            "cost_model.file=technologies.yaml) or network.span_m=null.")
+    if c.constraints.max_power_w is not None and (phys is None or phys.power_rates is None):
+        raise LibraInputError(
+            f"constraints.max_power_w={show(c.constraints.max_power_w)} needs the network's "
+            "power: a cost model whose tiers give Energy (e.g. "
+            f"cost_model.file=technologies.yaml){'' if cost_path is None else ', but ' + str(cost_path) + ' has none'}; "
+            "or set constraints.max_power_w=null.")
+    if c.objective == "perf_per_watt" and (phys is None or phys.power_rates is None):
+        raise LibraInputError(
+            "objective=perf_per_watt needs the network's power: a cost model whose tiers give "
+            "Energy (e.g. cost_model.file=technologies.yaml)"
+            f"{'' if cost_path is None else ', but ' + str(cost_path) + ' has none'}.")
 
     if generated:
         workload = generate(c.workload.generator.value, c.workload.model, c.workload.parallel,
@@ -493,11 +517,83 @@ def _inputs(
         total_bw_gbps=k.total_bw_gbps,
         total_bw_mode=k.total_bw_mode.value,
         lower_gbps=None if k.lower_gbps is None else list(k.lower_gbps),
-        upper_gbps=None if k.upper_gbps is None else list(k.upper_gbps),
+        upper_gbps=(None if k.upper_gbps is None else list(k.upper_gbps)) if phys is None
+        else phys.upper_gbps,
         linear=list(k.linear),
         max_cost_usd=k.max_cost_usd,
+        max_power_w=k.max_power_w,
+        power_rates_w_per_gbps=None if phys is None or phys.power_rates is None
+        else list(phys.power_rates),
     )
     return network, workload, cost_rates, spec
+
+
+@dataclasses.dataclass(frozen=True)
+class PhysicalInputs:
+    """What a technology catalogue adds to a run (`physical_inputs`).
+
+    Attributes:
+      power_rates: [D] W of network power per GB/s, or None (no ``Energy`` in the tiers).
+      npu_w: one NPU's power apart from the network, W (``power.npu_w``).
+      static_power_w: all NPUs' power apart from the network, W (NPUs x npu_w).
+      tier_max_gbps: [D] the tiers' ``MaxGbps`` (+inf where none).
+      upper_gbps: [D] the upper bounds the run uses: the smaller of
+        ``constraints.upper_gbps`` and ``MaxGbps`` (None entries: no bound), or None.
+      upper_from: [D] which one each bound is ("constraints.upper_gbps", "MaxGbps of tier
+        <name>", or None).
+      span_m: [D] ``network.span_m`` (checked against the tiers' ``ReachM``), or None.
+    """
+
+    power_rates: np.ndarray | None
+    npu_w: float
+    static_power_w: float
+    tier_max_gbps: np.ndarray
+    upper_gbps: list | None
+    upper_from: list
+    span_m: np.ndarray | None
+
+
+def physical_inputs(cfg: Any, network: Network, cost_model=None) -> PhysicalInputs:
+    """The catalogue's figures for a run's network: power rates, the tiers' bandwidth limits
+    merged with ``constraints.upper_gbps``, and the spans checked against the reach.
+
+    Raises:
+      LibraInputError: a span beyond its tier's reach, a malformed span list, or a tier the
+        catalogue lacks (naming the key, dimension, span, tier and reach).
+    """
+    c = _as_config(cfg)
+    if cost_model is None:
+        cost_model = load_cost_model(resolve_path(c.cost_model.file, "cost_model.file"))
+    d = network.num_dims
+    power = power_rates_w_per_gbps(network, cost_model)
+    tier_max = tier_max_gbps(network, cost_model)
+    span = None
+    if c.network.span_m is not None:
+        span = check_reach(network, cost_model, list(c.network.span_m), "network.span_m")
+    user = None if c.constraints.upper_gbps is None else list(c.constraints.upper_gbps)
+    if user is not None and len(user) != d:  # the problem builder names the wrong length
+        return PhysicalInputs(power, float(c.power.npu_w),
+                              float(c.power.npu_w) * float(np.prod(network.npus)), tier_max,
+                              user, [None] * d, span)
+    upper, frm = [], []
+    for i in range(d):
+        u = None if user is None else user[i]
+        if u is not None and float(u) == float("inf"):
+            u = None
+        t = float(tier_max[i])
+        if np.isfinite(t) and (u is None or t < float(u)):
+            upper.append(t)
+            frm.append(f"MaxGbps of tier {network.cost_tiers[i]}")
+        else:
+            upper.append(u)
+            frm.append(None if u is None else "constraints.upper_gbps")
+    if user is None and all(u is None for u in upper):
+        upper = None
+    npu_w = float(c.power.npu_w)
+    return PhysicalInputs(power_rates=power, npu_w=npu_w,
+                          static_power_w=npu_w * float(np.prod(network.npus)),
+                          tier_max_gbps=tier_max, upper_gbps=upper, upper_from=frm,
+                          span_m=span)
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,13 +601,29 @@ def _inputs(
 # --------------------------------------------------------------------------------------------
 
 
-def to_timing(cfg: Any, num_dims: int):
+def to_timing(cfg: Any, num_dims: int, network: Network | None = None):
     """The step-time model of a run: (`timing.TimingModel`, chunk counts to search or None).
 
     ``system.chunks`` may be a list (model=pipelined): the run then optimises the bandwidths
     for every count and reports the best pair; the returned model carries the first count.
+    With ``network`` given, ``model=pipelined`` and ``network.latency_ns`` null, the tiers'
+    ``LatencyNs`` (technology catalogue) are the latencies, when every dimension's tier has one.
     """
     c = _as_config(cfg)
+    latency = None if c.network.latency_ns is None else list(c.network.latency_ns)
+    if (latency is None and network is not None and c.model == "pipelined"
+            and c.cost_model.file is not None and network.cost_tiers is not None):
+        cm = load_cost_model(resolve_path(c.cost_model.file, "cost_model.file"))
+        tier_lat = tier_latency_ns(network, cm)
+        if np.all(np.isfinite(tier_lat)):
+            latency = [float(v) for v in tier_lat]
+        elif np.any(np.isfinite(tier_lat)):
+            missing = [network.cost_tiers[i] for i in range(num_dims)
+                       if not np.isfinite(tier_lat[i])]
+            raise LibraInputError(
+                f"{cm.source}: tiers {', '.join(sorted(set(missing)))} have no LatencyNs but "
+                "other tiers of the network do; give every tier LatencyNs or set "
+                "network.latency_ns (one per dimension, ns).")
     chunks = c.system.chunks
     search = None
     if isinstance(chunks, (list, tuple)) or OmegaConf.is_list(chunks):
@@ -527,7 +639,7 @@ def to_timing(cfg: Any, num_dims: int):
         chunks = 1
     tm = TimingModel(
         model=c.model.value, schedule=c.schedule.value, training_loop=c.training_loop.value,
-        latency_ns=None if c.network.latency_ns is None else list(c.network.latency_ns),
+        latency_ns=latency,
         chunks=chunks, endpoint_delay_ns=float(c.system.endpoint_delay_ns),
         local_mem_bw_gbps=None if c.system.local_mem_bw_gbps is None
         else float(c.system.local_mem_bw_gbps),

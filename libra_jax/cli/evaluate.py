@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 #: Keys of an evaluate ``result.json``, in order.
 EVALUATE_KEYS = (
     "status", "bandwidth_gbps", "step_time_ns", "comm_time_ns", "compute_time_ns",
-    "network_cost_usd", "time_x_cost", "step_time_libra_ns", "constraints", "timing_model",
+    "network_cost_usd", "time_x_cost", "network_power_w", "total_power_w", "energy_per_step_j",
+    "step_time_libra_ns", "constraints", "timing_model",
     "network", "workload", "breakdown",
 )
 
@@ -136,6 +137,12 @@ def constraint_report(spec, bw: np.ndarray, cost_usd: float | None,
         slack = 0.0 if cost_rates is None else float(np.abs(cost_rates) @ half)
         add(f"constraints.max_cost_usd = {_num(spec.max_cost_usd)}: cost = {_num(cost_usd)}",
             cost_usd - spec.max_cost_usd, slack)
+    if getattr(spec, "max_power_w", None) is not None:
+        rates = np.asarray(spec.power_rates_w_per_gbps, np.float64)
+        watts = float(rates @ bw)
+        if watts > spec.max_power_w * (1 + 1e-9):
+            add(f"constraints.max_power_w = {_num(spec.max_power_w)}: network power = "
+                f"{_num(watts)} W", watts - spec.max_power_w, float(np.abs(rates) @ half))
     return {"satisfied": not violated, "violated": violated}
 
 
@@ -147,7 +154,7 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
             "libra_jax.evaluate evaluates one workload: workloads=... and cosearch.enabled "
             "are libra_jax.train options.")
     network, workload, cost_rates, spec = config.to_inputs(c)
-    tm, chunk_counts = config.to_timing(c, network.num_dims)
+    tm, chunk_counts = config.to_timing(c, network.num_dims, network)
     if chunk_counts is not None:
         raise LibraInputError(
             f"system.chunks = {show(chunk_counts)}: evaluate takes one chunk count (a list is a "
@@ -178,6 +185,7 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
         "compute_time_ns": compute_ns,
         "network_cost_usd": cost,
         "time_x_cost": None if cost is None else step_ns * cost,
+        **report.power_of(bw.tolist(), step_ns, jobs.power_of_run(c, network, spec)),
         "step_time_libra_ns": libra_ns,
         "constraints": constraint_report(spec, bw, cost, cost_rates),
         "timing_model": report.timing_dict(tm),

@@ -14,6 +14,8 @@ import dataclasses
 import logging
 import pathlib
 
+import numpy as np
+
 from libra_jax.cli import config, report, runtime
 from libra_jax.cli.config import LibraConfig
 from libra_jax.inputs import astrasim, chakra, generators
@@ -21,7 +23,7 @@ from libra_jax.inputs.cost import load_cost_model
 from libra_jax.inputs.workload import load_communicator
 from libra_jax.model import memory, step, timing
 from libra_jax.model.problem import build_problem
-from libra_jax.solvers.solve import equal_split, solve
+from libra_jax.solvers.solve import design_metrics, equal_split, solve
 from libra_jax.studies import cosearch, multi
 from libra_jax.studies.chunk_counts import solve_chunk_counts
 from libra_jax.studies.sensitivity import sensitivities
@@ -43,7 +45,8 @@ def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
 
 def objective_key(objective: str) -> str:
     """The ``result.json`` key of the value a single-workload ``objective`` minimises."""
-    return "time_x_cost" if objective == "perf_per_cost" else "step_time_ns"
+    return {"perf_per_cost": "time_x_cost",
+            "perf_per_watt": "energy_per_step_j"}.get(objective, "step_time_ns")
 
 
 def _log_result(status: str, key: str, value: float, solve_s: float, compile_s: float,
@@ -62,16 +65,22 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
             "(evaluate a given design); libra-train optimises the bandwidths. Remove it, or "
             "run libra-evaluate.")
     network, workload, cost_rates, spec = config.to_inputs(c)
-    tm, chunk_counts = config.to_timing(c, network.num_dims)
+    tm, chunk_counts = config.to_timing(c, network.num_dims, network)
     memory_line = _check_generated_memory(c)
     log.info("solving %s on %s: objective %s, solver %s", workload.name, network.notation,
              c.objective, c.solver.method)
+    power = power_of_run(c, network, spec)
     choice = None
     if chunk_counts is None:
         problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
         with runtime.CompileClock() as clock:
-            result = solve(problem, objective=c.objective, method=c.solver.method)
+            result = solve(problem, objective=c.objective, method=c.solver.method,
+                           **_power_kwargs(power))
     else:  # one problem per count, solved together; the best pair is the run's result
+        if c.objective == "perf_per_watt":
+            raise LibraInputError(
+                f"system.chunks = {show(list(chunk_counts))}: a chunk-count search is not "
+                "available with objective=perf_per_watt; give one count.")
         with runtime.CompileClock() as clock:
             choice = solve_chunk_counts(network, workload, cost_rates, spec, tm, chunk_counts,
                                         c.objective, c.solver.method)
@@ -83,21 +92,29 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
     exact_ns = None
     if tm.model == "pipelined":
         exact_ns = timing.step_time_ns(workload, network, tm, result.bandwidth_gbps)
-    sens = sensitivities(problem, result, spec=spec, network=network, workload=workload,
-                         cost_model=_cost_model(c), timing_model=tm)
+    if c.objective == "perf_per_watt":
+        sens = dict(objective="perf_per_watt", status="unavailable", message=(
+            "sensitivities are computed for objective perf and perf_per_cost only."))
+    else:
+        sens = sensitivities(problem, result, spec=spec, network=network, workload=workload,
+                             cost_model=_cost_model(c), timing_model=tm)
     workload_file = (None if c.workload.file is None
                      else config.resolve_path(c.workload.file, "workload.file"))
-    print(report.format_table(result, baseline, network, workload, spec, clock.seconds),
-          flush=True)
+    limits = _bandwidth_limits(c, network, result.bandwidth_gbps)
+    reference = _reference_design(c, network, workload, cost_rates, spec, tm, problem, power)
+    print(report.format_table(result, baseline, network, workload, spec, clock.seconds,
+                              power=power), flush=True)
     print("\n".join(report.format_extras(tm, result, exact_ns, choice, sens)), flush=True)
+    for line in report.format_physical(limits, reference):
+        print(line, flush=True)
     if memory_line:
         print(memory_line, flush=True)
     extras = dict(timing_model=report.timing_dict(tm), step_time_exact_ns=exact_ns,
                   exact_optimality_gap=report.exact_gap(result, exact_ns),
                   chunk_search=None if choice is None else report.chunk_search_list(choice),
-                  sensitivities=sens)
+                  sensitivities=sens, bandwidth_limits=limits, reference_design=reference)
     data = report.result_dict(result, baseline, network, workload, workload_file, extras,
-                              compile_seconds=clock.seconds)
+                              compile_seconds=clock.seconds, power=power)
     export_astrasim(c, output_dir, network, result.bandwidth_gbps, tm, workload)
     report.write_json(output_dir / "result.json", data)
     key = objective_key(c.objective)
@@ -105,6 +122,78 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
     _log_result(result.status, key, value, result.solve_seconds, clock.seconds,
                 output_dir / "result.json")
     return value
+
+
+def power_of_run(c: LibraConfig, network, spec):
+    """(rates [D] W per GB/s, static W) when the tiers give Energy, else None."""
+    if spec.power_rates_w_per_gbps is None:
+        return None
+    return (np.asarray(spec.power_rates_w_per_gbps, np.float64),
+            float(c.power.npu_w) * float(np.prod(network.npus)))
+
+
+def _power_kwargs(power) -> dict:
+    if power is None:
+        return {}
+    return dict(power_rates_w_per_gbps=power[0], static_power_w=power[1])
+
+
+def _bandwidth_limits(c: LibraConfig, network, bw) -> list | None:
+    """Per dimension: the upper bound the run used, where it came from (the config or a
+    tier's MaxGbps) and whether it binds at the optimum; None without any bound."""
+    if c.cost_model.file is None:
+        if c.constraints.upper_gbps is None:
+            return None
+        ups = list(c.constraints.upper_gbps)
+        frm = [None if u is None else "constraints.upper_gbps" for u in ups]
+    else:
+        phys = config.physical_inputs(c, network)
+        if phys.upper_gbps is None:
+            return None
+        ups, frm = list(phys.upper_gbps), list(phys.upper_from)
+    out = []
+    for d, (u, f) in enumerate(zip(ups, frm)):
+        finite = u is not None and np.isfinite(float(u))
+        out.append(dict(upper_gbps=float(u) if finite else None, source=f if finite else None,
+                        binding=bool(finite and float(bw[d]) >= float(u) * (1 - 1e-6))))
+    return out
+
+
+def _reference_design(c: LibraConfig, network, workload, cost_rates, spec, tm, problem,
+                      power) -> dict | None:
+    """With ``reference_bw_gbps`` (a shipped system): its step time, cost and power, and
+    libra_jax's optimum at the same network power and at the same network cost (each with
+    the run's other constraints)."""
+    if c.reference_bw_gbps is None:
+        return None
+    ref = np.array([float(v) for v in c.reference_bw_gbps], np.float64)
+    if ref.shape != (network.num_dims,) or not np.all(np.isfinite(ref)) or np.any(ref <= 0):
+        raise LibraInputError(
+            f"reference_bw_gbps = {show(list(c.reference_bw_gbps))}: give {network.num_dims} "
+            "finite bandwidths > 0 (GB/s per NPU, one per dimension).")
+
+    def summary(bw, step_ns, status=None, gap=None):
+        out = dict(bandwidth_gbps=[float(x) for x in bw], step_time_ns=float(step_ns),
+                   network_cost_usd=None if cost_rates is None else float(cost_rates @ bw),
+                   **report.power_of(list(bw), step_ns, power))
+        if status is not None:
+            out.update(status=status, optimality_gap=gap)
+        return out
+
+    step_ns, _, _ = design_metrics(problem, ref)
+    data = dict(shipped=summary(ref, step_ns), same_power=None, same_cost=None)
+    cases = []
+    if power is not None:
+        cases.append(("same_power", dataclasses.replace(
+            spec, max_power_w=float(power[0] @ ref), max_cost_usd=None)))
+    if cost_rates is not None:
+        cases.append(("same_cost", dataclasses.replace(
+            spec, max_cost_usd=float(cost_rates @ ref), max_power_w=None)))
+    for key, sp in cases:
+        p = timing.build_timed_problem(network, workload, cost_rates, sp, tm)
+        r = solve(p, method=c.solver.method, **_power_kwargs(power))
+        data[key] = summary(r.bandwidth_gbps, r.step_time_ns, r.status, r.optimality_gap)
+    return data
 
 
 def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,

@@ -23,6 +23,9 @@ RESULT_KEYS = (
     "comm_time_ns",
     "network_cost_usd",
     "time_x_cost",
+    "network_power_w",
+    "total_power_w",
+    "energy_per_step_j",
     "optimality_gap",
     "max_violation",
     "solve_seconds",
@@ -37,11 +40,14 @@ RESULT_KEYS = (
     "exact_optimality_gap",
     "chunk_search",
     "sensitivities",
+    "bandwidth_limits",
+    "reference_design",
 )
 
 _OBJECTIVE_WORDS = {
     "perf": "minimise step time",
     "perf_per_cost": "minimise step time x network cost",
+    "perf_per_watt": "minimise step time x total power (energy per step)",
 }
 
 
@@ -85,6 +91,27 @@ def perf_per_cost_gain(result: Any, baseline: Any) -> float | None:
     return _ratio(getattr(baseline, "time_x_cost", None), getattr(result, "time_x_cost", None))
 
 
+def power_of(bw: Any, step_time_ns: Any, power: Any) -> dict:
+    """{network_power_w, total_power_w, energy_per_step_j} of a design, all None without
+    ``power`` = (rates [D] W per GB/s, static W: all NPUs apart from the network)."""
+    out = dict(network_power_w=None, total_power_w=None, energy_per_step_j=None)
+    if power is None or power[0] is None or bw is None:
+        return out
+    rates, static = power
+    net = float(sum(float(r) * float(b) for r, b in zip(rates, bw)))
+    total = float(static) + net
+    step = _num(step_time_ns)
+    return dict(network_power_w=_num(net), total_power_w=_num(total),
+                energy_per_step_j=None if step is None else _num(step * 1e-9 * total))
+
+
+def perf_per_watt_gain(result: Any, baseline: Any, power: Any) -> float | None:
+    """Equal-split energy per step / optimal energy per step (> 1: less energy per step)."""
+    a = power_of(_nums(baseline.bandwidth_gbps), baseline.step_time_ns, power)
+    b = power_of(_nums(result.bandwidth_gbps), result.step_time_ns, power)
+    return _ratio(a["energy_per_step_j"], b["energy_per_step_j"])
+
+
 # --------------------------------------------------------------------------------------------
 # result.json
 # --------------------------------------------------------------------------------------------
@@ -119,6 +146,7 @@ def result_dict(
     workload_file: str | None = None,
     extras: dict | None = None,
     compile_seconds: float | None = None,
+    power: Any = None,
 ) -> dict:
     """The ``result.json`` dictionary of a finished solve.
 
@@ -131,11 +159,15 @@ def result_dict(
       extras: values of the keys beyond the core ones (``timing_model``,
         ``step_time_exact_ns``, ``exact_optimality_gap``, ``chunk_search``, ``sensitivities``); missing ones are null.
       compile_seconds: JAX compilation during the solve (``solve_seconds`` excludes it).
+      power: (rates [D] W per GB/s, static W) when the tiers give Energy, else None: the
+        result's and the baseline's network power, total power and energy per step.
 
     Returns:
       A JSON-serialisable dict with exactly the keys of :data:`RESULT_KEYS`; non-finite numbers
       and quantities that do not apply (e.g. cost without a cost model) are ``None``.
     """
+    pw = power_of(_nums(result.bandwidth_gbps), result.step_time_ns, power)
+    base_pw = power_of(_nums(baseline.bandwidth_gbps), baseline.step_time_ns, power)
     return {
         "objective": result.objective,
         "status": result.status,
@@ -144,6 +176,7 @@ def result_dict(
         "comm_time_ns": _num(result.comm_time_ns),
         "network_cost_usd": _num(result.network_cost_usd),
         "time_x_cost": _num(result.time_x_cost),
+        **pw,
         "optimality_gap": _num(result.optimality_gap),
         "max_violation": _num(result.max_violation),
         "solve_seconds": _num(result.solve_seconds),
@@ -155,6 +188,7 @@ def result_dict(
             "step_time_ns": _num(baseline.step_time_ns),
             "network_cost_usd": _num(baseline.network_cost_usd),
             "time_x_cost": _num(baseline.time_x_cost),
+            **base_pw,
             "projected": bool(baseline.projected),
         },
         "network": network_dict(network),
@@ -227,7 +261,39 @@ def _constraints_text(spec: Any) -> list[str]:
     lines.extend(str(s) for s in spec.linear)
     if spec.max_cost_usd is not None:
         lines.append(f"network cost <= ${spec.max_cost_usd:,.2f}")
+    if getattr(spec, "max_power_w", None) is not None:
+        lines.append(f"network power <= {spec.max_power_w:,.1f} W")
     return lines or ["bw >= 0 only"]
+
+
+def format_physical(limits: Any, reference: Any) -> list[str]:
+    """Lines after the table for a technology catalogue: which bandwidth limits bind, and a
+    shipped design (``reference_bw_gbps``) next to the optima at its power and its cost."""
+    lines = []
+    if limits:
+        bind = [f"dim {d} <= {x['upper_gbps']:g} GB/s ({x['source']})"
+                for d, x in enumerate(limits) if x["binding"]]
+        if bind:
+            lines += ["", "binding bandwidth limits: " + "; ".join(bind)]
+    if reference:
+        lines += ["", "shipped design vs libra_jax:"]
+        rows = [("design", "GB/s per dim", "step time", "network cost", "network power",
+                 "energy/step", "status")]
+        for key, label in (("shipped", "shipped (reference_bw_gbps)"),
+                           ("same_power", "optimum at the same network power"),
+                           ("same_cost", "optimum at the same network cost")):
+            x = reference.get(key)
+            if x is None:
+                continue
+            rows.append((label, "[" + ", ".join(f"{v:,.1f}" for v in x["bandwidth_gbps"]) + "]",
+                         _fmt(x["step_time_ns"] / 1e6, ",.4f", " ms"),
+                         "-" if x["network_cost_usd"] is None
+                         else f"${x['network_cost_usd']:,.0f}",
+                         _fmt(x["network_power_w"], ",.0f", " W"),
+                         _fmt(x["energy_per_step_j"], ",.2f", " J"),
+                         str(x.get("status", "-"))))
+        lines += _table(rows, "lrrrrrl")
+    return lines
 
 
 def _table(rows: Sequence[Sequence[str]], align: str) -> list[str]:
@@ -294,6 +360,7 @@ def format_table(
     workload: Any,
     spec: Any = None,
     compile_seconds: float | None = None,
+    power: Any = None,
 ) -> str:
     """The human-readable summary printed by ``python -m libra_jax.train``.
 
@@ -335,11 +402,24 @@ def format_table(
         ("network cost", usd(result.network_cost_usd), usd(baseline.network_cost_usd)),
         ("time x cost (ns*$)", _fmt(result.time_x_cost, ".6e"), _fmt(baseline.time_x_cost, ".6e")),
     ]
+    if power is not None and power[0] is not None:
+        pw = power_of(_nums(result.bandwidth_gbps), result.step_time_ns, power)
+        base = power_of(_nums(baseline.bandwidth_gbps), baseline.step_time_ns, power)
+        rows += [
+            ("network power", _fmt(pw["network_power_w"], ",.1f", " W"),
+             _fmt(base["network_power_w"], ",.1f", " W")),
+            ("total power", _fmt(pw["total_power_w"], ",.1f", " W"),
+             _fmt(base["total_power_w"], ",.1f", " W")),
+            ("energy per step", _fmt(pw["energy_per_step_j"], ",.4f", " J"),
+             _fmt(base["energy_per_step_j"], ",.4f", " J")),
+        ]
     lines += _table(rows, "lrr")
     lines.append("")
     rows = [
         ("speed-up over equal split", times(speedup(result, baseline))),
         ("perf-per-cost gain", times(perf_per_cost_gain(result, baseline))),
+        *([("perf-per-watt gain", times(perf_per_watt_gain(result, baseline, power)))]
+          if power is not None and power[0] is not None else []),
         ("optimality gap", _fmt(result.optimality_gap, ".3e")),
         ("max constraint violation", _fmt(result.max_violation, ".3e")),
         ("status", str(result.status)),
@@ -537,6 +617,11 @@ def format_extras(tm: Any, result: Any, exact_ns: float | None, choice: Any,
             if gift is not None:
                 lines.append("marginal value of one more GB/s on a dimension alone (per GB/s): "
                              + ", ".join(time_text(g, suffix) for g in gift))
+            for key, unit in (("max_power_w", "W of network power cap"),
+                              ("max_cost_usd", "$ of network cost budget")):
+                v = _num(sens.get(prefix + key))
+                if v is not None:
+                    lines.append(f"marginal value of one more {unit}: {time_text(v, suffix)}")
             if sens.get("status") == "kink":
                 lines.append("  (some derivatives are one-sided: see result.json "
                              "sensitivities.one_sided)")
@@ -568,6 +653,10 @@ def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int
             ("exposed comm time", ns(data["comm_time_ns"])),
             ("network cost", "-" if data["network_cost_usd"] is None
              else f"${data['network_cost_usd']:,.2f}")]
+    if data.get("network_power_w") is not None:
+        rows += [("network power", _fmt(data["network_power_w"], ",.1f", " W")),
+                 ("total power", _fmt(data["total_power_w"], ",.1f", " W")),
+                 ("energy per step", _fmt(data["energy_per_step_j"], ",.4f", " J"))]
     if data["step_time_libra_ns"] is not None:
         rows.append(("LIBRA model step time", ns(data["step_time_libra_ns"])))
     c = data["constraints"]

@@ -50,6 +50,8 @@ class Limits:
       max_ns: longest time (compute, latency, delay), ns (~31.7 years).
       max_usd_per_gbps: highest component price, $ per GB/s.
       max_usd: largest cost budget, $.
+      max_w: largest power (a cap, an NPU's power), W.
+      max_w_per_gbps: largest network power rate, W per GB/s of per-NPU bandwidth.
       max_gbps: largest bandwidth (a total, a bound), GB/s per NPU.
       max_coefficient: largest magnitude of a number in a linear constraint string (a
         coefficient, a product of them, or a constant); a non-zero one must also be at
@@ -69,6 +71,8 @@ class Limits:
     max_ns: float = 1e18
     max_usd_per_gbps: float = 1e9
     max_usd: float = 1e18
+    max_w: float = 1e18
+    max_w_per_gbps: float = 1e15
     max_gbps: float = 1e9
     max_coefficient: float = 1e12
     max_constraints: int = 10_000

@@ -152,6 +152,9 @@ class ConstraintSpec:
       upper_gbps: per-dimension upper bounds [D] or None (none); entries may be None.
       linear: linear constraint strings, e.g. "bw[0] >= bw[1]" (see `linear.py`).
       max_cost_usd: network cost budget ($) or None.
+      max_power_w: network power cap (W) or None: ``power_rates_w_per_gbps @ bw <= cap``.
+      power_rates_w_per_gbps: [D] W of network power per GB/s of each dimension (from the
+        tiers' ``Energy``, `cost.power_rates_w_per_gbps`); needed by ``max_power_w``.
     """
 
     total_bw_gbps: float | None = None
@@ -160,6 +163,8 @@ class ConstraintSpec:
     upper_gbps: Sequence[float | None] | None = None
     linear: Sequence[str] = ()
     max_cost_usd: float | None = None
+    max_power_w: float | None = None
+    power_rates_w_per_gbps: Sequence[float] | None = None
 
     def __post_init__(self):
         check_spec(self)
@@ -200,6 +205,32 @@ def check_spec(spec: ConstraintSpec, field_prefix: str = "constraints") -> None:
     if spec.max_cost_usd is not None:
         as_real(spec.max_cost_usd, f"{f}.max_cost_usd", 0.0, LIMITS.max_usd, lo_open=True,
                 unit=" ($, LIMITS.max_usd)")
+    if spec.power_rates_w_per_gbps is not None:
+        rates = as_list(spec.power_rates_w_per_gbps, "power_rates_w_per_gbps",
+                        what="a list of W per GB/s, one per dimension")
+        for i, r in enumerate(rates):
+            as_real(r, f"power_rates_w_per_gbps[{i}]", 0.0, LIMITS.max_w_per_gbps,
+                    unit=" (W per GB/s)")
+    if spec.max_power_w is not None:
+        as_real(spec.max_power_w, f"{f}.max_power_w", 0.0, LIMITS.max_w, lo_open=True,
+                unit=" (W, LIMITS.max_w)")
+        if spec.power_rates_w_per_gbps is None:
+            raise LibraInputError(
+                f"{f}.max_power_w = {show(spec.max_power_w)}: a power cap needs the network's "
+                "power rates: a cost model whose tiers give Energy (e.g. "
+                "cost_model.file=technologies.yaml).")
+
+
+def power_row(spec: ConstraintSpec, d: int) -> np.ndarray | None:
+    """[d] the power cap's row (W per GB/s), or None without a cap."""
+    if spec.max_power_w is None:
+        return None
+    a = np.asarray(as_numbers(spec.power_rates_w_per_gbps, "power_rates_w_per_gbps"),
+                   np.float64)
+    if a.shape != (d,):
+        raise LibraInputError(
+            f"power_rates_w_per_gbps has {a.size} entries: expected {d} (one per dimension).")
+    return a
 
 
 def _check_mode(mode, f: str) -> str:
@@ -408,6 +439,24 @@ def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
         bounds=bounds,
         method="highs",
     )
+
+
+def with_cost_rates(p: Problem, rates) -> Problem:
+    """``p`` priced by other rates (e.g. network power, W per GB/s): ``cost_rate`` replaced
+    and ``min_cost_bw`` the feasible point of least ``rates @ bw`` (an LP over p's rows and
+    bounds). ``perf_per_watt`` is the ``perf_per_cost`` search of this problem. Host only."""
+    as_instance(p, Problem, "p")
+    d = p.num_dims
+    r = _rates(rates, d)
+    lo, hi = np.asarray(p.lo, np.float64), np.asarray(p.hi, np.float64)
+    a_in = np.asarray(p.a_in, np.float64).reshape(-1, d)
+    a_eq = np.asarray(p.a_eq, np.float64).reshape(-1, d)
+    bounds = [(lo[i], hi[i] if np.isfinite(hi[i]) else None) for i in range(d)]
+    res = _linprog(r, a_in, np.asarray(p.b_in, np.float64), a_eq,
+                   np.asarray(p.b_eq, np.float64), bounds)
+    least = (np.clip(res.x, lo, hi) if res.status == 0
+             else np.asarray(p.interior, np.float64).copy())
+    return dataclasses.replace(p, cost_rate=r, min_cost_bw=least, has_cost=True)
 
 
 @dataclasses.dataclass
@@ -625,10 +674,13 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
                 "cost model (set cost_model.file)."
             )
 
+    power = power_row(spec, d)
+    cap = None if power is None else float(spec.max_power_w)
+
     used = (traffic_gb > 0).any(axis=0)
     used |= (model_rows["row_gb"] > 0).any(axis=0)
     fields = None
-    if closed_form and not linear and d > 0:
+    if closed_form and not linear and power is None and d > 0:
         out, ok = _closed_form(
             lo[None], hi[None], None if total is None else np.array([total]),
             spec.total_bw_mode == "eq", rates[None] if has_cost else None,
@@ -637,7 +689,7 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
             fields = {name: np.asarray(value[0]) for name, value in out.items()}
     if fields is None:
         fields = _lp_fields(lo, hi, rates, has_cost, total, spec.total_bw_mode, linear, budget,
-                            f, used)
+                            f, used, power, cap)
     _check_finite_result(fields, traffic_gb, weight, compute_s, model_rows, has_cost, f)
     return Problem(traffic_gb=traffic_gb.reshape(-1, d), weight=weight,
                    compute_s=np.asarray(compute_s, np.float64), **fields, **model_rows,
@@ -757,7 +809,8 @@ def _check_bounds(lo, hi, f, index):
             )
 
 
-def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) -> dict:
+def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used, power=None,
+               cap=None) -> dict:
     """The constraint fields of `Problem` from HiGHS LPs (any linear rows): feasibility (with a
     minimal conflicting subset in the error), ``upper`` and the tight sets by one LP per
     dimension and row, the interior by `_interior_point`, the least-cost point by one LP."""
@@ -776,11 +829,16 @@ def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) ->
             rows.add(a, b, False, f'{f}.linear[{i}] = "{text}"')
     if budget is not None:
         rows.add(rates, budget, False, f"{f}.max_cost_usd = {budget:g} (network cost <= budget)")
+    if power is not None:
+        rows.add(power, cap, False, f"{f}.max_power_w = {cap:g} (network power <= cap)")
 
     a_eq, b_eq, a_in, b_in = rows.arrays()
     bounds = [(lo[i], hi[i] if np.isfinite(hi[i]) else None) for i in range(d)]
     res = _linprog(np.zeros(d), a_in, b_in, a_eq, b_eq, bounds)
     if res.status == 2:
+        if power is not None:
+            _check_cap_reachable(rows, power, bounds, cap, f"{f}.max_power_w",
+                                 "network power", "W", "cap")
         if budget is not None:
             _check_budget_reachable(rows, rates, bounds, budget, f)
         names = _conflict(rows, lo, hi, f"{f}.lower_gbps", f"{f}.upper_gbps")
@@ -801,7 +859,8 @@ def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) ->
         if r.status == 3:
             raise LibraInputError(
                 f"the bandwidth of dimension {i} is unbounded under the given constraints: "
-                f"set {f}.total_bw_gbps, {f}.upper_gbps[{i}] or {f}.max_cost_usd."
+                f"set {f}.total_bw_gbps, {f}.upper_gbps[{i}], {f}.max_cost_usd or "
+                f"{f}.max_power_w."
             )
         upper[i] = -r.fun
 
@@ -841,6 +900,20 @@ def _lp_fields(lo, hi, rates, has_cost, total, mode, linear, budget, f, used) ->
         in_tight=in_tight, interior=interior, min_cost_bw=min_cost_bw,
         total_bw_gbps=np.asarray(total_base, np.float64),
     )
+
+
+def _check_cap_reachable(rows: _Rows, a, bounds, cap: float, field: str, what: str,
+                         unit: str, word: str) -> None:
+    """Raises when the cap (the last row of ``rows``) is all that makes the set empty,
+    naming the least value of ``a @ bw`` the other constraints allow (an LP)."""
+    a_eq, b_eq, a_in, b_in = rows.arrays(set(range(len(rows.b) - 1)))
+    res = _linprog(a, a_in, b_in, a_eq, b_eq, bounds)
+    if res.status == 0 and res.fun > cap * (1 + 1e-12):
+        raise LibraInputError(
+            f"{field} = {cap:g}: the {word} is below the least feasible {what}, "
+            f"{res.fun:,.6g} {unit} (the design that meets the other constraints with the "
+            f"least {what}); raise the {word} to at least that, or relax the other "
+            "constraints (lower bounds, total bandwidth, linear rows, cost budget).")
 
 
 def _check_budget_reachable(rows: _Rows, rates, bounds, budget: float, f: str) -> None:

@@ -41,9 +41,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.inputs.limits import as_int
+from libra_jax.inputs.limits import LIMITS, as_int, as_real
 from libra_jax.model import objective as model
-from libra_jax.model.problem import Problem
+from libra_jax.model.problem import Problem, with_cost_rates
 from libra_jax.solvers import first_order
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
 from libra_jax.solvers.batch import (
@@ -84,7 +84,10 @@ class SolveResult:
     optimality_gap: float | None  # certified bound on (value - optimum) / optimum
     max_violation: float  # largest violation / total bandwidth
     solve_seconds: float
-    lower_bound: float | None = None  # certified lower bound of the objective (ns or ns x $)
+    lower_bound: float | None = None  # certified lower bound of the objective (ns, ns x $, ns x W)
+    network_power_w: float | None = None  # with power rates (tiers with Energy)
+    total_power_w: float | None = None  # NPUs x npu_w + network power
+    energy_per_step_j: float | None = None  # step time x total power
 
 
 @dataclasses.dataclass
@@ -171,14 +174,40 @@ def result_from_batch(p: Problem, out, i: int, seconds: float = float("nan")) ->
                    float(out.max_violation[i]), seconds)
 
 
+OBJECTIVES = ("perf", "perf_per_cost", "perf_per_watt")
+
+
+def with_power(result: SolveResult, power_rates_w_per_gbps, static_power_w: float = 0.0
+               ) -> SolveResult:
+    """``result`` with its power filled in: ``network_power_w = rates @ bw`` (W),
+    ``total_power_w = static_power_w + network_power_w``, ``energy_per_step_j = step time x
+    total power`` (J). ``power_rates_w_per_gbps`` None leaves them None."""
+    if power_rates_w_per_gbps is None:
+        return result
+    rates = np.asarray(power_rates_w_per_gbps, np.float64)
+    bw = np.asarray(result.bandwidth_gbps, np.float64)
+    net = float(rates @ bw)
+    total = float(static_power_w) + net
+    return dataclasses.replace(result, network_power_w=net, total_power_w=total,
+                               energy_per_step_j=result.step_time_ns * 1e-9 * total)
+
+
 @float64
 def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
-          *, method: str = "ipm", max_rounds: int = 40, batch: int = 16) -> SolveResult:
+          *, method: str = "ipm", max_rounds: int = 40, batch: int = 16,
+          power_rates_w_per_gbps=None, static_power_w: float = 0.0) -> SolveResult:
     """Solves one problem on the host. Never raises for numerical trouble: see ``status``.
 
     Args:
       p: the problem (`problem.build_problem`).
-      objective: "perf" (minimise step time) or "perf_per_cost" (minimise time x cost).
+      objective: "perf" (minimise step time), "perf_per_cost" (minimise time x cost) or
+        "perf_per_watt" (minimise time x total power = energy per step: the perf_per_cost
+        level search over network power, `problem.with_cost_rates`, with the constant
+        ``static_power_w`` added to every level; ``lower_bound`` then in ns x W).
+      power_rates_w_per_gbps: [D] W of network power per GB/s of each dimension
+        (`cost.power_rates_w_per_gbps`), or None; with it the result reports
+        ``network_power_w``, ``total_power_w`` and ``energy_per_step_j`` for every objective.
+      static_power_w: power apart from the network (all NPUs), W.
       method: "ipm" (the interior-point kernel of the batch engine, `ipm.py`) or "optax"
         (first-order, `first_order.py`, then an exact step on the active set; perf_per_cost
         by a price continuation); both report a certified gap.
@@ -194,28 +223,56 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
         model.
     """
     check_problem(p, "p")
-    if not isinstance(objective, str) or objective not in ("perf", "perf_per_cost"):
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise LibraInputError(
-            f"objective = {show(objective)}: unknown; choose 'perf' or 'perf_per_cost'."
+            f"objective = {show(objective)}: unknown; choose 'perf', 'perf_per_cost' or "
+            "'perf_per_watt'."
         )
     if not isinstance(method, str) or method not in ("ipm", "optax"):
         raise LibraInputError(f"solver.method = {show(method)}: choose 'ipm' or 'optax'.")
     config = check_config(config, IpmConfig)
     max_rounds = as_int(max_rounds, "max_rounds", 0, MAX_ROUNDS)
     batch = as_int(batch, "batch", 1, MAX_LEVELS)
+    static_power_w = as_real(static_power_w, "static_power_w", 0.0, LIMITS.max_w,
+                             unit=" (W)")
+    power = None
+    if power_rates_w_per_gbps is not None:
+        power = np.asarray(with_cost_rates(p, power_rates_w_per_gbps).cost_rate)
     start = time.perf_counter()
     if objective == "perf_per_cost" and not p.has_cost:
         raise LibraInputError(
             "objective = perf_per_cost needs a cost model: set cost_model.file."
         )
+    if objective == "perf_per_watt":
+        if power is None:
+            raise LibraInputError(
+                "objective = perf_per_watt needs the network's power: a cost model whose "
+                "tiers give Energy (e.g. cost_model.file=technologies.yaml).")
+        if not np.any(power > 0) and static_power_w == 0.0:
+            raise LibraInputError(
+                "objective = perf_per_watt: the network draws no power (every tier's Energy "
+                "is 0) and power.npu_w is 0, so energy per step is 0 for every design; give "
+                "the tiers Energy or power.npu_w > 0.")
+        if method == "optax":
+            raise LibraInputError(
+                "objective = perf_per_watt with solver.method=optax: not supported (the "
+                "price continuation assumes no constant power term); use solver.method=ipm.")
     out = solve_batch([p], method=method, config=config if method == "ipm" else None)
     perf = result_from_batch(p, out, 0)
     if objective == "perf":
         perf.solve_seconds = time.perf_counter() - start
-        return perf
+        return with_power(perf, power, static_power_w)
+    if objective == "perf_per_watt":
+        pp = with_cost_rates(p, power)
+        r = _perf_per_cost(pp, perf, config, start, max_rounds, batch, offset=static_power_w)
+        out = _result(p, "perf_per_watt", r.status, r.bandwidth_gbps, r.optimality_gap,
+                      r.lower_bound, r.max_violation, r.solve_seconds)
+        return with_power(out, power, static_power_w)
     if method == "optax":
-        return _perf_per_cost_priced(p, perf, start, max_rounds)
-    return _perf_per_cost(p, perf, config, start, max_rounds, batch)
+        return with_power(_perf_per_cost_priced(p, perf, start, max_rounds), power,
+                          static_power_w)
+    return with_power(_perf_per_cost(p, perf, config, start, max_rounds, batch), power,
+                      static_power_w)
 
 
 class _Search:
@@ -223,14 +280,15 @@ class _Search:
     c_j) of v(c) = min step time at cost <= c (the line lb_j - lam_j (c - c_j)), and the best
     evaluated point (product s x $, bw, violation of the problem's own rows, GB/s)."""
 
-    def __init__(self, p: Problem, perf: SolveResult):
+    def __init__(self, p: Problem, perf: SolveResult, offset: float = 0.0):
         self.p = p
+        self.offset = float(offset)  # a constant added to the cost (perf_per_watt: NPU power)
         self.rates = np.asarray(p.cost_rate)
         self.c_min = float(self.rates @ np.asarray(p.min_cost_bw))
         self.bw_perf = np.asarray(perf.bandwidth_gbps)
         self.c_perf = float(self.rates @ self.bw_perf)
         self.perf_lb = perf.lower_bound / 1e9
-        self.best = (perf.step_time_ns / 1e9 * self.c_perf, self.bw_perf,
+        self.best = (perf.step_time_ns / 1e9 * (self.offset + self.c_perf), self.bw_perf,
                      perf.max_violation * violation_scale(p))
         self.pieces = [(self.perf_lb, 0.0, self.c_perf)]
         self.finite = perf.status != STATUS_NAMES[Status.NONFINITE]
@@ -242,14 +300,15 @@ class _Search:
     def offer(self, bw, step_s) -> float:
         """Records an evaluated point (its violation is of the problem's own rows: the
         search's cap or price is not a constraint of perf_per_cost); returns its product."""
-        prod = float(step_s) * float(self.rates @ bw)
+        prod = float(step_s) * (self.offset + float(self.rates @ bw))
         if prod < self.best[0]:
             self.best = (prod, bw, float(model.max_violation(jnp.asarray(bw), self.p)))
         return prod
 
     def lower_envelope(self):
         """Breakpoints c of l(c) = max_j (lb_j - lam_j (c - c_j)) in [c_min, c_perf], and
-        c * l(c) there (the minimum of c * l(c) is at one of them)."""
+        (offset + c) * l(c) there (on each linear piece of l, with slope <= 0, that product
+        is concave in c, so its minimum is at one of them)."""
         lbs = np.array([q[0] for q in self.pieces])
         lams = np.array([q[1] for q in self.pieces])
         cs = np.array([q[2] for q in self.pieces])
@@ -262,7 +321,7 @@ class _Search:
                 cand.append(float(c))
         cand = np.unique(np.array(cand))
         ell = np.max(icpt[None, :] + slope[None, :] * cand[:, None], axis=1)
-        return cand, cand * ell
+        return cand, (self.offset + cand) * ell
 
     def closed(self):
         """(breakpoints, c * l(c) there, the certified lower bound of min time x cost they
@@ -275,16 +334,16 @@ class _Search:
         return _pc_result(self.p, self.best, lb_total, self.finite, start)
 
 
-def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch):
-    search = _Search(p, perf)
+def _perf_per_cost(p, perf: SolveResult, config, start, max_rounds, batch, offset=0.0):
+    search = _Search(p, perf, offset)
     c_min, c_perf, pieces = search.c_min, search.c_perf, search.pieces
     if search.degenerate():
-        return search.result(c_min * search.perf_lb, start)
+        return search.result((offset + c_min) * search.perf_lb, start)
 
     spread = np.linspace(0.0, 1.0, batch + 1)[1:] ** 2
     levels = c_min + (c_perf - c_min) * spread
     evaluated = set()
-    lb_total = c_min * search.perf_lb
+    lb_total = (offset + c_min) * search.perf_lb
     for _ in range(max_rounds):
         levels = np.asarray(levels, np.float64)
         levels = np.maximum(levels, c_min + 1e-10 * (c_perf - c_min))

@@ -64,7 +64,7 @@ from libra_jax.inputs.workload import Workload
 from libra_jax.model import objective as model
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.linear import parse_linear_constraints
-from libra_jax.model.problem import check_spec
+from libra_jax.model.problem import check_spec, power_row
 from libra_jax.model.timing import TimingModel
 from libra_jax.solvers.batch import check_problem
 from libra_jax.solvers.certificate import epigraph_rows
@@ -120,6 +120,9 @@ def _named_rows(p, spec, d: int) -> tuple[_Named, list, list]:
             add(a, "linear", i, False)
     if spec.max_cost_usd is not None:
         add(np.asarray(p.cost_rate, np.float64), "cost", 0, False)
+    power = power_row(spec, d)
+    if power is not None:
+        add(power, "power", 0, False)
     eq_pos = [i for i, e in enumerate(rows.eq) if e]
     in_pos = [i for i, e in enumerate(rows.eq) if not e]
     a_eq = np.asarray(p.a_eq, np.float64).reshape(-1, d)
@@ -309,6 +312,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
           read as ``a @ bw == b`` or ``a @ bw <= b`` (``>=`` rows negated, so b grows when
           the constraint is relaxed), a in its written scale.
         ``<prefix>max_cost_usd``: dV / d cost budget (per $; null without a budget).
+        ``<prefix>max_power_w``: dV / d network power cap (per W; null without a cap).
         ``<prefix>price_usd_per_gbps``: {tier: {component: dV / d price}} for the
           cost-model prices (per $ per GB/s; null without network and cost_model).
         ``<prefix>size_bytes`` [L][3]: dV / d collective size of each layer and phase (per
@@ -339,7 +343,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
     out = dict(objective=objective, value="step_time_ns" if objective == "perf"
                else "time_x_cost", status="ok", message=None, residual=None)
     keys = ["total_bw_gbps", "gift_gbps", "lower_gbps", "upper_gbps", "linear_rhs_gbps",
-            "max_cost_usd", "price_usd_per_gbps", "size_bytes"]
+            "max_cost_usd", "max_power_w", "price_usd_per_gbps", "size_bytes"]
     for k in keys:
         out[prefix + k] = None
     out["one_sided"] = {}
@@ -385,6 +389,8 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
             items.append(("total_bw_gbps", None, g, 0.0))
         elif kind == "linear":
             items.append(("linear_rhs_gbps", named.index[i], g, 0.0))
+        elif kind == "power":
+            items.append(("max_power_w", None, g, 0.0))
         else:
             items.append(("max_cost_usd", None, g, 0.0))
     used = coef > 0
@@ -409,7 +415,10 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
                 items.append(("price_usd_per_gbps", [tier, comp], g, q0))
 
     # Values, and the one-sided derivatives where the multipliers are not unique.
+    power = power_row(spec, d)
     scale_of = {"max_cost_usd": value / max(float(rates @ x), 1e-300),
+                "max_power_w": value / max(float(power @ x) if power is not None else 0.0,
+                                           1e-300),
                 "price_usd_per_gbps": value / max(float(np.max(rates)), 1e-300)}
     results = []
     for key, index, g, q0 in items:
@@ -428,10 +437,11 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
     out[prefix + "upper_gbps"] = [None] * d
     out[prefix + "linear_rhs_gbps"] = [None] * len(spec.linear or ())
     out[prefix + "max_cost_usd"] = None
+    out[prefix + "max_power_w"] = None
     prices = {} if network is not None and cost_model is not None else None
     for key, index, q in results:
         v = None if math.isnan(q) else q * _NS
-        if key in ("total_bw_gbps", "max_cost_usd"):
+        if key in ("total_bw_gbps", "max_cost_usd", "max_power_w"):
             out[prefix + key] = v
         elif key == "price_usd_per_gbps":
             prices.setdefault(index[0], {})[index[1]] = v
