@@ -19,7 +19,8 @@ from libra_jax.cli.report import RESULT_KEYS
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OPTIMA = json.loads((REPO / "tests" / "fixtures" / "libra_optima.json").read_text())
-BASELINE_KEYS = {"bandwidth_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "projected"}
+BASELINE_KEYS = {"bandwidth_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "projected",
+                 "network_power_w", "total_power_w", "energy_per_step_j"}
 
 
 def _case(workload, network, constraints, objective):
