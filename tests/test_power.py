@@ -332,3 +332,24 @@ def test_perf_per_watt_command(tmp_path):
                 f"hydra.run.dir={tmp_path / 'no'}", cwd=tmp_path)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "objective=perf_per_watt needs the network's power" in proc.stderr
+
+
+def test_tier_latency_is_the_pipelined_default(tmp_path):
+    """A tier's LatencyNs is the latency per hop of model=pipelined when network.latency_ns
+    is not given; the config's list wins; a catalogue giving it on some tiers only is an
+    error naming them."""
+    (tmp_path / "cat.yaml").write_text(CATALOGUE)
+    base = ["workload.file=workload/Turing_NLG.txt", *NET, f"cost_model.file={tmp_path}/cat.yaml",
+            "model=pipelined"]
+    cfg = _compose(*base)
+    network = network_from_lists(["Switch", "Switch"], [8, 512], ["Pkg", "Optics"])
+    tm, _ = config.to_timing(cfg, 2, network)
+    assert list(tm.latency_ns) == [300.0, 800.0]
+    tm, _ = config.to_timing(_compose(*base, "network.latency_ns=[10,20]"), 2, network)
+    assert list(tm.latency_ns) == [10.0, 20.0]
+    tm, _ = config.to_timing(_compose(*base[:-1]), 2, network)  # model=libra: no latency
+    assert tm.latency_ns is None
+    (tmp_path / "half.yaml").write_text(CATALOGUE.replace("  LatencyNs: 800\n", ""))
+    half = _compose(*base[:-2], f"cost_model.file={tmp_path}/half.yaml", "model=pipelined")
+    with pytest.raises(LibraInputError, match=r"tiers Optics have no LatencyNs"):
+        config.to_timing(half, 2, network)
