@@ -24,18 +24,27 @@ memory is bounded by the chunk size whatever the size of the space. A rerun with
 ``scan.output_dir`` skips chunks whose file exists, so a killed scan resumes without
 recomputing or losing anything. At the end the chunk files are streamed once to build the
 top-k table (``top_k.md``), the per-workload Pareto fronts of (step time, network cost)
-(``pareto_front.csv``) and their plot (``pareto.png``).
+(``pareto_front.csv``), their plot (``pareto.png``) and an interactive page
+(``pareto.html``).
+
+Technology catalogue (docs/scan_power.md): a cost model whose tiers give ``Energy`` adds
+``network_power_w`` and ``energy_per_step_j`` to every row (``space.npu_w``: W per NPU) and
+makes the fronts 3-objective (step time, network cost, network power); a tier's
+``MaxGbps`` bounds its dimension's bandwidth, ``ReachM`` with ``space.span_m_by_npus``
+skips designs whose links do not reach (skip counters ``max_gbps_designs``,
+``reach_designs``).
 
 Shards (`shards`): ``scan.shard_index=I scan.num_shards=N`` computes the I-th of N contiguous
 ranges of the design order into the same ``scan.output_dir`` as the other shards (own chunk
 files ``chunk_sIofN_*``, own manifest and completion record under ``shards/``; each resumes on
 its own); ``scan.merge=true`` then checks that every shard is finished and of the same scan
-and writes the summary an unsharded run writes (`merge_scan`), the same bytes but the plot.
+and writes the summary an unsharded run writes (`merge_scan`), the same bytes but the PNG.
 
 Output (``scan.output_dir``)::
 
-    chunks/chunk_000000.parquet ...   one row per design (columns: `files.COLUMNS`)
-    top_k.md  pareto_front.csv  pareto.png  scan_manifest.json  scan_summary.json
+    chunks/chunk_000000.parquet ...   one row per design (columns: `files.columns`)
+    top_k.md  pareto_front.csv  pareto.png  pareto.html  scan_manifest.json
+    scan_summary.json
 
 Load every design of a scan (finished, or the finished chunks of a running one) with::
 
@@ -92,13 +101,20 @@ from libra_jax.studies.scan.space import (
     iter_designs,
     make_space,
 )
-from libra_jax.studies.scan.summary import pareto_figure, pareto_front, summarise
+from libra_jax.studies.scan.summary import (
+    pareto_figure,
+    pareto_front,
+    pareto_front_3d,
+    pareto_html,
+    summarise,
+)
 
 __all__ = [
     "COLUMNS", "ChunkBuilder", "Design", "Dtype", "Format", "RankBy", "ReportConfig",
     "RunConfig", "ScanConfig", "ScanResult", "ScanSpace", "ScanWorkload", "ScanWorkloadConfig",
     "Shard", "SpaceConfig", "check_shard_set", "chunk_path", "count_designs", "describe",
     "design_traffic", "enumerate_shapes", "iter_designs", "make_space", "merge_scan",
-    "outputs_text", "pareto_figure", "pareto_front", "read_chunk", "run_scan", "solve_designs",
+    "outputs_text", "pareto_figure", "pareto_front", "pareto_front_3d", "pareto_html",
+    "read_chunk", "run_scan", "solve_designs",
     "summarise", "write_chunk",
 ]

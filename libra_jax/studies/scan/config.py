@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from libra_jax.types import Choice, LibraInputError, show
 
@@ -89,6 +89,13 @@ class SpaceConfig:
     )
     # ... unless tier_options is set: per-dim tier lists, each used for shapes of its length.
     tier_options: Optional[List[List[str]]] = None
+    # Power of one NPU (W) for energy_per_step_j (only with a cost model that has Energy).
+    npu_w: float = 0.0
+    # NPUs enclosed -> physical span (m), {int: float}: dim d spans the value of the smallest
+    # key >= the NPUs of dims 0..d; a design whose tier's ReachM is shorter is skipped.
+    # null: no check. (Typed Any: Hydra cannot put a command-line mapping into an empty or
+    # null Dict[int, float] node; make_space checks keys and values.)
+    span_m_by_npus: Any = None
 
 
 @dataclasses.dataclass
@@ -119,6 +126,7 @@ class ReportConfig:
     rank_by: RankBy = RankBy.time_x_cost  # lower is better
     plot_labels: int = 4  # Pareto points labelled per workload (best by rank_by)
     plot_points: int = 20000  # at most this many background points per workload
+    html_points: int = 2000  # of those, at most this many per workload in pareto.html
 
 
 @dataclasses.dataclass

@@ -33,24 +33,41 @@ COLUMNS = (
     "bandwidth_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "optimality_gap",
     "max_violation", "status",
 )
+#: Added after ``time_x_cost`` when the cost model gives the tiers ``Energy`` (a scan's
+#: chunks all have them or none does; LIBRA's cost models: none).
+POWER_COLUMNS = ("network_power_w", "energy_per_step_j")
 _INT_COLUMNS = ("design_id", "npus")
 _FLOAT_COLUMNS = (
     "budget_gbps", "step_time_ns", "network_cost_usd", "time_x_cost", "optimality_gap",
-    "max_violation",
+    "max_violation", *POWER_COLUMNS,
 )
 _LIST_COLUMNS = ("bandwidth_gbps",)
 MANIFEST = "scan_manifest.json"  # an unsharded scan's manifest; shards: `shards.Shard`
 SHARDS = "shards"  # the shards' manifests and completion records (`shards.Shard`)
 
 
-def arrow_schema():
+def columns(power: bool) -> tuple[str, ...]:
+    """The columns of a row: `COLUMNS`, with `POWER_COLUMNS` after ``time_x_cost`` if
+    ``power``."""
+    if not power:
+        return COLUMNS
+    at = COLUMNS.index("time_x_cost") + 1
+    return COLUMNS[:at] + POWER_COLUMNS + COLUMNS[at:]
+
+
+def row_columns(rows: list[dict]) -> tuple[str, ...]:
+    """The columns of these rows (with the power columns if the first row has them)."""
+    return columns(bool(rows) and rows[0].get(POWER_COLUMNS[0]) is not None)
+
+
+def arrow_schema(cols: tuple[str, ...] = COLUMNS):
     """The Parquet schema of a chunk (int64 ids, float64 numbers, list<double> bandwidths)."""
     import pyarrow as pa  # noqa: PLC0415  (imported only when Parquet is written or read)
 
     types = {c: pa.int64() for c in _INT_COLUMNS}
     types.update({c: pa.float64() for c in _FLOAT_COLUMNS})
     types.update({c: pa.list_(pa.float64()) for c in _LIST_COLUMNS})
-    return pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
+    return pa.schema([(c, types.get(c, pa.string())) for c in cols])
 
 
 def _fsync(path: pathlib.Path) -> None:
@@ -146,15 +163,16 @@ def check_format(fmt: Format) -> None:
 
 def write_chunk(rows: list[dict], path: str | os.PathLike, fmt: Format | str) -> None:
     """Writes a chunk atomically (`atomic_write`) in ``fmt``."""
+    cols = row_columns(rows)
     if Format(fmt) == Format.parquet:
         import pyarrow as pa  # noqa: PLC0415
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        table = pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in rows],
-                                     schema=arrow_schema())
+        table = pa.Table.from_pylist([{c: r[c] for c in cols} for r in rows],
+                                     schema=arrow_schema(cols))
         atomic_write(path, lambda tmp: pq.write_table(table, tmp))
     else:
-        write_text(path, csv_text(rows))
+        write_text(path, csv_text(rows, cols))
 
 
 def read_chunk(path: str | os.PathLike) -> list[dict]:
@@ -170,7 +188,8 @@ def read_chunk(path: str | os.PathLike) -> list[dict]:
         for c in _INT_COLUMNS:
             r[c] = int(r[c])
         for c in _FLOAT_COLUMNS:
-            r[c] = float(r[c])
+            if c in r:
+                r[c] = float(r[c])
         for c in _LIST_COLUMNS:
             r[c] = [float(x) for x in json.loads(r[c])]
     return rows

@@ -3,9 +3,12 @@
 Problems are built with the model's vectorised builder (`problem.problems_from_stacked`), one
 call per group of equal sizes (D dims, K phases), so the chunk's problems never go through a
 Python loop over `Problem` fields. With ``dedup`` the chunk solves each distinct (shape,
-workload, mapping, budget) once, without prices: the optimal bandwidths of the `perf` problem
-do not depend on the blocks or cost tiers, which only price the result. The dedup keys live
-for one chunk only, so nothing grows with the number of designs scanned.
+workload, mapping, budget, per-dimension bound) once, without prices: the optimal bandwidths
+of the `perf` problem do not depend on the blocks or cost tiers, which only price the result,
+except through a catalogue tier's ``MaxGbps`` (an upper bound on its dimension, so part of
+the key; LIBRA's cost models have none). The dedup keys live for one chunk only, so nothing
+grows with the number of designs scanned. Rows get ``network_power_w`` and
+``energy_per_step_j`` when the cost model has ``Energy`` (`cost.power_rates_w_per_gbps`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from libra_jax.inputs.cost import cost_rates_usd_per_gbps
+from libra_jax.inputs.cost import (
+    cost_rates_usd_per_gbps,
+    power_rates_w_per_gbps,
+    tier_max_gbps,
+)
 from libra_jax.inputs.generators import Placement
 from libra_jax.inputs.topology import Network
 from libra_jax.model.collectives import traffic_bytes
@@ -90,6 +97,7 @@ class ChunkBuilder:
         self.space = space
         self._traffic: dict = {}
         self._nets: dict = {}
+        self._physics: dict = {}
 
     def mapping(self, design: Design) -> Placement:
         """The design's TP/DP placement (its own, or its workload's fixed mapping)."""
@@ -118,13 +126,26 @@ class ChunkBuilder:
             self._nets[key] = (net, cost_rates_usd_per_gbps(net, self.space.cost_model))
         return self._nets[key]
 
-    def problems(self, designs: list[Design], rates: list[np.ndarray] | None
-                 ) -> tuple[list[Problem], np.ndarray]:
-        """The designs' `perf` problems (sum(bw) == budget), stacked by size.
+    def physics(self, design: Design) -> tuple[np.ndarray | None, np.ndarray]:
+        """(power rates [D] W per GB/s or None without Energy, upper bounds [D] GB/s: each
+        dimension's tier ``MaxGbps``, +inf where none) of a design (`cost`)."""
+        key = (design.shape, design.blocks, design.tiers)
+        if key not in self._physics:
+            if len(self._physics) > 4096:
+                self._physics.clear()
+            net = self.network(design)[0]
+            cm = self.space.cost_model
+            self._physics[key] = (power_rates_w_per_gbps(net, cm), tier_max_gbps(net, cm))
+        return self._physics[key]
+
+    def problems(self, designs: list[Design], rates: list[np.ndarray] | None,
+                 upper: list[np.ndarray] | None = None) -> tuple[list[Problem], np.ndarray]:
+        """The designs' `perf` problems (sum(bw) == budget, bw <= upper), stacked by size.
 
         Args:
           designs: [B] designs.
           rates: [B] cost rates [D] of each design, or None to build unpriced problems.
+          upper: [B] upper bounds [D] (GB/s, +inf for none) of each design, or None: none.
 
         Returns:
           (batches, position): stacked problems of one (D, K) each, and [B] the position of
@@ -138,11 +159,15 @@ class ChunkBuilder:
         position = np.empty(len(designs), np.int64)
         start = 0
         for idx in groups.values():
+            hi = None if upper is None else np.stack([upper[i] for i in idx])
+            if hi is not None and np.isinf(hi).all():
+                hi = None  # no bound at all: the same problems as without MaxGbps
             batches.append(problems_from_stacked(
                 np.stack([traffic[i][0] for i in idx]),
                 np.stack([traffic[i][1] for i in idx]),
                 np.array([self.space.workloads[designs[i].workload].compute_s for i in idx]),
                 total_bw_gbps=np.array([designs[i].budget_gbps for i in idx]),
+                upper_gbps=hi,
                 cost_rates_usd_per_gbps=None if rates is None else np.stack(
                     [rates[i] for i in idx]),
                 field_prefix="space",
@@ -163,13 +188,15 @@ def solve_designs(
     builder: ChunkBuilder | None = None,
     timings: dict | None = None,
 ) -> list[dict]:
-    """Optimises a chunk of designs; one result row (dict of `files.COLUMNS`) per design.
+    """Optimises a chunk of designs; one result row (dict of `files.COLUMNS`, and
+    `files.POWER_COLUMNS` when the cost model has Energy) per design. Each dimension's
+    bandwidth is bounded by its tier's MaxGbps (`ChunkBuilder.physics`).
 
     Args:
       designs: the chunk.
       space: its space.
-      dedup: solve each distinct (shape, workload, mapping, budget) once (module
-        docstring).
+      dedup: solve each distinct (shape, workload, mapping, budget, MaxGbps bounds) once
+        (module docstring).
       solve_chunk: most problems per device call (`batch.solve_stacked`'s ``chunk``).
       dtype: the kernel's precision, "float64" or "float32".
       solver: `batch.solve_stacked`-compatible function, called once per chunk with the list
@@ -183,27 +210,34 @@ def solve_designs(
     t0 = time.perf_counter()
     nets = [builder.network(x) for x in designs]
     mappings = [builder.mapping(x) for x in designs]
+    physics = [builder.physics(x) for x in designs]
+    upper = [hi for _, hi in physics]
     if dedup:
         keys: dict = {}
-        unique: list[Design] = []
+        unique: list[int] = []
         which = np.empty(len(designs), np.int64)
         for i, x in enumerate(designs):
-            key = (x.shape, x.workload, mappings[i], x.budget_gbps)
+            # The tiers' MaxGbps bound bw, so they are part of the problem; prices are not.
+            key = (x.shape, x.workload, mappings[i], x.budget_gbps, tuple(upper[i].tolist()))
             which[i] = keys.setdefault(key, len(unique))
             if which[i] == len(unique):
-                unique.append(x)
-        batches, position = builder.problems(unique, None)  # bw does not depend on prices
+                unique.append(i)
+        batches, position = builder.problems(  # bw does not depend on prices
+            [designs[i] for i in unique], None, [upper[i] for i in unique])
         which = position[which]
     else:
-        batches, which = builder.problems(designs, [rates for _, rates in nets])
+        batches, which = builder.problems(designs, [rates for _, rates in nets], upper)
     t1 = time.perf_counter()
     res = solver(batches, chunk=solve_chunk, dtype=np.dtype(dtype))
     t2 = time.perf_counter()
     rows = []
-    for x, (net, rates), mapping, j in zip(designs, nets, mappings, which):
+    static_w = space.npus * space.npu_w
+    for x, (net, rates), (power_rates, _), mapping, j in zip(designs, nets, physics, mappings,
+                                                             which):
         bw = np.asarray(res.bandwidth_gbps[j], np.float64)
         step = float(res.step_time_ns[j])
         cost = float(rates @ bw)
+        power = {} if power_rates is None else _power_columns(power_rates, bw, step, static_w)
         rows.append({
             "design_id": x.design_id,
             "workload": space.workloads[x.workload].name,
@@ -218,6 +252,7 @@ def solve_designs(
             "step_time_ns": step,
             "network_cost_usd": cost,
             "time_x_cost": step * cost,
+            **power,
             "optimality_gap": float(res.optimality_gap[j]),
             "max_violation": float(res.max_violation[j]),
             "status": res.status[j],
@@ -225,3 +260,11 @@ def solve_designs(
     timings["build"] = timings.get("build", 0.0) + (t1 - t0) + (time.perf_counter() - t2)
     timings["solve"] = timings.get("solve", 0.0) + (t2 - t1)
     return rows
+
+
+def _power_columns(power_rates: np.ndarray, bw: np.ndarray, step_ns: float,
+                   static_w: float) -> dict:
+    """network_power_w = power_rates @ bw (W); energy_per_step_j = step time (s) x (NPUs x
+    npu_w + network power) (J)."""
+    net_w = float(power_rates @ bw)
+    return {"network_power_w": net_w, "energy_per_step_j": step_ns * 1e-9 * (static_w + net_w)}

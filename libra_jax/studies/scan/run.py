@@ -43,22 +43,42 @@ from libra_jax.studies.scan.space import (
     iter_designs,
     make_space,
 )
-from libra_jax.studies.scan.summary import summarise
+from libra_jax.studies.scan.summary import check_html, summarise
 from libra_jax.inputs.limits import as_instance, as_int
 from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
 
 
+#: Space keys added with the technology catalogue, left out of the fingerprint at their
+#: defaults, so scans started before them keep their fingerprint (and resume).
+_NEW_SPACE_DEFAULTS = {"npu_w": 0.0, "span_m_by_npus": None}
+
+
 def _fingerprint(cfg: ScanConfig, space: ScanSpace, fmt: Format) -> dict:
-    """What must not change between a run and its resume (enumeration, chunking, format)."""
-    return {
-        "space": dataclasses.asdict(cfg.space),
-        "cost_model": space.cost_model.tiers,
+    """What must not change between a run and its resume (enumeration, chunking, format,
+    and the catalogue's figures that bound, skip or price designs)."""
+    spc = dataclasses.asdict(cfg.space)
+    for key, default in _NEW_SPACE_DEFAULTS.items():
+        if key in spc and spc[key] == default:
+            del spc[key]
+    if space.span_m_by_npus is not None:  # checked and sorted: [[NPUs, m], ...]
+        spc["span_m_by_npus"] = [list(x) for x in space.span_m_by_npus]
+    else:
+        spc.pop("span_m_by_npus", None)  # {} is no check too
+    cm = space.cost_model
+    fp = {
+        "space": spc,
+        "cost_model": cm.tiers,
         "workloads": [dataclasses.asdict(w) for w in cfg.workloads],
         "chunk_size": cfg.scan.chunk_size,
         "format": fmt.value,
     }
+    physical = {name: table for name, table in (("energy", cm.energy), ("reach_m", cm.reach_m),
+                                                 ("max_gbps", cm.max_gbps)) if table}
+    if physical:  # LIBRA's cost models have none: their fingerprint is unchanged
+        fp["catalogue"] = physical
+    return fp
 
 
 def peak_rss_mb() -> float:
@@ -133,6 +153,7 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
     fmt = choice(Format, r.format, "scan.format")
     choice(RankBy, cfg.report.rank_by, "report.rank_by")
     check_format(fmt)
+    check_html()
     space = make_space(cfg)
     names = [w.name for w in space.workloads]
     if len(set(names)) != len(names):
@@ -213,9 +234,9 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
 
 def merge_scan(output_dir: str | os.PathLike, report: ReportConfig) -> ScanResult:
     """Summarises the finished shards of ``output_dir`` as one scan: ``top_k.md``,
-    ``pareto_front.csv``, ``pareto.png`` and ``scan_summary.json``, the files an unsharded
-    run of the same scan writes (the same bytes but the plot's), streaming the chunk files
-    once (memory bounded as in `summarise`).
+    ``pareto_front.csv``, ``pareto.png``, ``pareto.html`` and ``scan_summary.json``, the files
+    an unsharded run of the same scan writes (the same bytes but the PNG's), streaming the
+    chunk files once (memory bounded as in `summarise`).
 
     The space, workloads and format come from the shards' manifests; ``report`` (top_k,
     rank_by, the plot) from the caller.
@@ -226,6 +247,7 @@ def merge_scan(output_dir: str | os.PathLike, report: ReportConfig) -> ScanResul
     """
     start = time.perf_counter()
     choice(RankBy, report.rank_by, "report.rank_by")
+    check_html()
     out = pathlib.Path(output_dir)
     shards = check_shard_set(out)
     m = shards.manifest
@@ -266,12 +288,16 @@ def describe(result: ScanResult) -> str:
                 f"{result.total_designs:,} {counts}")
     else:
         head = f"designs: {result.total_designs:,} {counts}"
+    reach, cap = s.get("reach_designs", 0), s.get("max_gbps_designs", 0)
+    physical = "".join([
+        f"; {reach:,} with a tier whose ReachM is below its dimension's span" if reach else "",
+        f"; {cap:,} whose budget is above the sum of the tiers' MaxGbps" if cap else ""])
     lines = [
         head,
-        f"skipped: {s['mapping_designs'] + s['switch_designs']:,} designs "
+        f"skipped: {s['mapping_designs'] + s['switch_designs'] + reach + cap:,} designs "
         f"({s['mapping_designs']:,} whose shape the TP/DP mapping cannot fit, shapes per "
         f"workload: {shapes}; {s['switch_designs']:,} with a Switch on a tier without a "
-        "Switch price)",
+        f"Switch price{physical})",
         time_line,
     ]
     if not result.complete:
@@ -288,6 +314,7 @@ def outputs_text(result: ScanResult) -> str:
     out = result.output_dir
     return "\n".join([result.top_k_markdown or "", f"table: {out / 'top_k.md'}",
                       f"plot: {out / 'pareto.png'}",
+                      f"interactive plot (open in a browser): {out / 'pareto.html'}",
                       f"Pareto fronts: {out / 'pareto_front.csv'}",
                       f"all designs: pandas.read_parquet('{out / 'chunks'}')"
                       if result.format == Format.parquet

@@ -12,9 +12,17 @@ every placement of the co-search (`cosearch.enumerate_placements` with PP 1: per
 n_d = tp_d * dp_d, prod tp_d = TP). The text workloads fix the TP and DP degrees (their
 collective sizes depend on them), so only the placement varies.
 
+Technology catalogue (a cost model whose tiers add ``ReachM`` / ``MaxGbps``, `cost`): with
+``space.span_m_by_npus`` dimension d of a shape spans the metres of the smallest key >= the
+NPUs dims 0..d enclose (`dim_spans_m`), and a tier option with a tier whose ReachM is below
+its dimension's span is skipped on that shape (``reach_designs``); a (budget, tier option)
+whose tiers' MaxGbps sum below the budget is skipped (``max_gbps_designs``; the solver then
+bounds each dimension by its tier's MaxGbps, `problems`).
+
 Counting and jumping are arithmetic, not enumeration: the designs of one (shape, workload,
-mapping) are budgets x sum over tier options of the valid block tuples, whatever the shape,
-so `count_designs` and ``iter_designs(space, start, stop)`` walk the shapes (thousands) and
+mapping) are the sum over the (budget, tier option) pairs kept of the valid block tuples,
+which depends on the shape only through which tier options reach (`_Layouts`, cached), so
+`count_designs` and ``iter_designs(space, start, stop)`` walk the shapes (thousands) and
 never the designs before ``start`` (10^8 and more).
 """
 
@@ -27,11 +35,12 @@ import math
 import pathlib
 import tempfile
 from collections.abc import Iterable, Iterator
+from collections.abc import Mapping as MappingABC
 from typing import NamedTuple
 
 import numpy as np
 
-from libra_jax.inputs.cost import CostModel, load_cost_model
+from libra_jax.inputs.cost import MAX_REACH_M, CostModel, load_cost_model
 from libra_jax.inputs.generators import Placement, parallel_communicators
 from libra_jax.inputs.limits import LIMITS, as_instance, as_int, as_list, as_real, as_str
 from libra_jax.inputs.paths import resolve_path
@@ -98,6 +107,9 @@ class ScanSpace:
     cost_model: CostModel
     tier_options: dict  # D -> list of tier tuples
     workloads: tuple[ScanWorkload, ...]
+    npu_w: float = 0.0  # W of one NPU apart from the network (energy_per_step_j)
+    # ((NPUs, span m), ...) by NPUs, or None: no reach check (`dim_spans_m`)
+    span_m_by_npus: tuple[tuple[int, float], ...] | None = None
 
 
 class Design(NamedTuple):
@@ -165,6 +177,76 @@ def _canonical_block(name, index: int) -> str:
             f"space.blocks[{index}] = {show(name)}: unknown building block.{hint} Accepted "
             f"(case-insensitive): {accepted}."
         ) from None
+
+
+def _span_table(value, npus: int) -> tuple[tuple[int, float], ...] | None:
+    """``space.span_m_by_npus`` checked, as ((NPUs, span m), ...) sorted by NPUs; None when
+    it is empty (or None): no reach check.
+
+    Raises:
+      LibraInputError: not a mapping, a key that is not an integer >= 1, a span that is not a
+        finite number > 0 (m), spans that shrink as the NPU count grows, or a largest key
+        below space.npus (the outermost dimension encloses every NPU, so no design could be
+        built).
+    """
+    key = "space.span_m_by_npus"
+    if value is None or (isinstance(value, MappingABC) and not value):
+        return None
+    if not isinstance(value, MappingABC):
+        raise LibraInputError(
+            f"{key} = {show(value)}: expected a mapping of NPU counts to spans in metres, "
+            "e.g. {8: 0.05, 72: 2, 1024: 30, 65536: 500}.")
+    table = []
+    for n, m in value.items():
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise LibraInputError(
+                f"{key}: key {show(n)} (-> {show(m)}): expected an NPU count, an integer >= 1.")
+        table.append((int(n), as_real(m, f"{key}[{int(n)}]", 0.0, MAX_REACH_M, lo_open=True,
+                                      unit=" (m)")))
+    table.sort()
+    for (n0, m0), (n1, m1) in zip(table, table[1:]):
+        if m1 < m0:
+            raise LibraInputError(
+                f"{key}: {n1} NPUs span {m1:g} m but {n0} NPUs span {m0:g} m; a larger group "
+                "cannot span less: give spans that do not shrink as the NPU count grows.")
+    if table[-1][0] < npus:
+        raise LibraInputError(
+            f"{key}: the largest key is {table[-1][0]} NPUs, below space.npus = {npus}; the "
+            "outermost dimension encloses every NPU, so no design could be built: add a key "
+            f">= {npus} (its span in m).")
+    return tuple(table)
+
+
+def dim_spans_m(space: ScanSpace, shape: tuple[int, ...]) -> list[float] | None:
+    """[D] span of each dimension (m): dim d gets the span of the smallest key of
+    ``space.span_m_by_npus`` >= prod(shape[:d+1]) (the NPUs dims 0..d enclose); None without
+    the table. (make_space ensures a key >= space.npus, so every dimension has one.)"""
+    if space.span_m_by_npus is None:
+        return None
+    out, enclosed = [], 1
+    for n in shape:
+        enclosed *= n
+        out.append(next(m for k, m in space.span_m_by_npus if k >= enclosed))
+    return out
+
+
+def _check_energy(cm: CostModel, options: dict, blocks: tuple[str, ...]) -> None:
+    """With Energy in the cost model, every tier scanned needs Energy.Link, and Energy.Switch
+    where Switch designs use it (refused here, not in the middle of the scan)."""
+    if not cm.has_energy:
+        return
+    used = dict.fromkeys(t for opts in options.values() for tt in opts for t in tt)
+    for tier in used:
+        e = cm.energy.get(tier, {})
+        needed = ["Link"] + (["Switch"] if "Switch" in blocks and "Switch" in cm.tiers[tier]
+                             else [])
+        missing = [c for c in needed if c not in e]
+        if missing:
+            raise LibraInputError(
+                f"{cm.source}: tier {show(tier)} (space.tier_order / space.tier_options) has "
+                f"no Energy.{'/'.join(missing)}, but other tiers give Energy, so the scan "
+                "computes network power: add Energy: {Link: <pJ per bit>"
+                + (", Switch: <pJ per bit>" if "Switch" in missing else "") + "} to it.")
 
 
 def make_space(cfg: ScanConfig) -> ScanSpace:
@@ -245,6 +327,9 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
                         f"cost tier {show(t)} (space.tier_order / space.tier_options) is not in "
                         f"the cost model {cm.source} (it has {', '.join(cm.tiers)})."
                     )
+    npu_w = as_real(s.npu_w, "space.npu_w", 0.0, LIMITS.max_w, unit=" (W per NPU)")
+    spans = _span_table(s.span_m_by_npus, int(s.npus))
+    _check_energy(cm, options, blocks)
     if not cfg.workloads:
         raise LibraInputError("workloads is empty; give at least one workload.")
     workloads = tuple(
@@ -253,7 +338,7 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
     return ScanSpace(
         npus=int(s.npus), dims=dims, min_dim_size=int(s.min_dim_size),
         max_dim_size=s.max_dim_size, blocks=blocks, budgets_gbps=budgets, cost_model=cm,
-        tier_options=options, workloads=workloads,
+        tier_options=options, workloads=workloads, npu_w=npu_w, span_m_by_npus=spans,
     )
 
 
@@ -263,6 +348,8 @@ def new_skip_counts(space: ScanSpace) -> dict:
         "mapping_designs": 0,  # designs of shapes the TP/DP mapping cannot fit
         "mapping_shapes": {w.name: 0 for w in space.workloads},
         "switch_designs": 0,  # a Switch on a tier without a Switch price
+        "reach_designs": 0,  # a tier whose ReachM is below its dimension's span
+        "max_gbps_designs": 0,  # a budget above the sum of the tiers' MaxGbps
     }
 
 
@@ -302,31 +389,79 @@ def count_placements(w: ScanWorkload, shape: tuple[int, ...]) -> int:
 
 
 class _Layout(NamedTuple):
-    """The designs of one (shape, workload, mapping) of D dims: budgets x tiers x blocks."""
+    """The designs of one (shape, workload, mapping) of D dims: budgets x tiers x blocks.
 
-    options: tuple  # ((tiers, [valid block tuples in product order]), ...) per tier option
+    A design that cannot be built is counted under the first reason that applies, in this
+    order: the mapping (the whole shape, `count_designs`), a Switch on a tier without a
+    Switch price, a tier whose ReachM is below its dimension's span, a budget above the sum
+    of the tiers' MaxGbps."""
+
+    entries: tuple  # ((budget, tiers, [valid block tuples in product order]), ...) in order
     per_mapping: int  # designs per (shape, workload, mapping)
     switch_skips: int  # designs per mapping skipped for a Switch on a tier without one
+    reach_skips: int  # ... for a tier that does not reach across its dimension
+    max_gbps_skips: int  # ... for a budget the tiers' MaxGbps cannot carry
     all_blocks: int  # budgets x tier options x blocks^D (what an unmappable shape skips)
 
 
-def _layouts(space: ScanSpace) -> dict[int, _Layout]:
-    """Per D, the valid blocks of each tier option: a Switch needs a tier with a Switch
-    price, a per-dimension rule, so the valid tuples are the product of per-dimension lists,
-    in the order of ``itertools.product(space.blocks, repeat=D)``."""
-    cm = space.cost_model.tiers
-    nb = len(space.budgets_gbps)
+def _tier_blocks(space: ScanSpace) -> dict[int, list]:
+    """Per D, per tier option: (tiers, valid block tuples, sum of the tiers' MaxGbps). A
+    Switch needs a tier with a Switch price, a per-dimension rule, so the valid tuples are
+    the product of per-dimension lists, in the order of ``itertools.product(space.blocks,
+    repeat=D)``."""
+    cm = space.cost_model
     out = {}
     for d in space.dims:
         options = []
         for tiers in space.tier_options[d]:
-            allowed = [[b for b in space.blocks if b != "Switch" or "Switch" in cm[t]]
+            allowed = [[b for b in space.blocks if b != "Switch" or "Switch" in cm.tiers[t]]
                        for t in tiers]
-            options.append((tiers, list(itertools.product(*allowed))))
-        valid = sum(len(c) for _, c in options)
-        full = len(options) * len(space.blocks) ** d
-        out[d] = _Layout(tuple(options), nb * valid, nb * (full - valid), nb * full)
+            cap = math.fsum(cm.max_gbps.get(t, math.inf) for t in tiers)
+            options.append((tiers, list(itertools.product(*allowed)), cap))
+        out[d] = options
     return out
+
+
+class _Layouts:
+    """`_Layout` of each shape, cached by what it depends on: D and, with
+    ``space.span_m_by_npus``, which tier options reach across the shape's spans."""
+
+    def __init__(self, space: ScanSpace):
+        self.space = space
+        self.options = _tier_blocks(space)
+        self.cache: dict = {}
+
+    def reaches(self, d: int, shape: tuple[int, ...]) -> tuple[bool, ...]:
+        """Per tier option of D dims: every tier's ReachM (if any) >= its dimension's span."""
+        spans = dim_spans_m(self.space, shape)
+        reach = self.space.cost_model.reach_m
+        if spans is None or not reach:
+            return (True,) * len(self.options[d])
+        return tuple(all(reach.get(t, math.inf) >= m for t, m in zip(tiers, spans))
+                     for tiers, _, _ in self.options[d])
+
+    def __call__(self, d: int, shape: tuple[int, ...]) -> _Layout:
+        key = (d, self.reaches(d, shape))
+        if key not in self.cache:
+            self.cache[key] = self._build(d, key[1])
+        return self.cache[key]
+
+    def _build(self, d: int, ok: tuple[bool, ...]) -> _Layout:
+        budgets, blocks = self.space.budgets_gbps, len(self.space.blocks)
+        entries = []
+        switch = reach = cap_skips = 0
+        for budget in budgets:
+            for (tiers, combos, cap), reaches in zip(self.options[d], ok):
+                switch += blocks ** d - len(combos)
+                if not reaches:
+                    reach += len(combos)
+                elif cap < budget:
+                    cap_skips += len(combos)
+                else:
+                    entries.append((budget, tiers, combos))
+        full = len(budgets) * len(self.options[d]) * blocks ** d
+        return _Layout(tuple(entries), sum(len(c) for _, _, c in entries), switch, reach,
+                       cap_skips, full)
 
 
 def _shape_workloads(space: ScanSpace) -> Iterator[tuple[int, tuple[int, ...], int, int]]:
@@ -362,12 +497,12 @@ def iter_designs(space: ScanSpace, start: int = 0, stop: int | None = None
     """
     _check_range(start, stop)
     stop = math.inf if stop is None else stop
-    layouts = _layouts(space)
+    layouts = _Layouts(space)
     pos = 0  # design_id of the first design of the current group
     for d, shape, wi, n_map in _shape_workloads(space):
         if pos >= stop:
             return
-        lay = layouts[d]
+        lay = layouts(d, shape)
         size = n_map * lay.per_mapping
         if size == 0 or pos + size <= start:
             pos += size
@@ -375,30 +510,31 @@ def iter_designs(space: ScanSpace, start: int = 0, stop: int | None = None
         first = max(0, start - pos) // lay.per_mapping
         at = pos + first * lay.per_mapping
         for mapping in workload_placements(space.workloads[wi], shape)[first:]:
-            for budget in space.budgets_gbps:
-                for tiers, combos in lay.options:
-                    n = len(combos)
-                    if at + n > start and at < stop:
-                        for k in range(max(0, start - at), min(n, stop - at)):
-                            yield Design(at + k, shape, combos[k], tiers, budget, wi,
-                                         mapping)
-                    at += n
+            for budget, tiers, combos in lay.entries:
+                n = len(combos)
+                if at + n > start and at < stop:
+                    for k in range(max(0, start - at), min(n, stop - at)):
+                        yield Design(at + k, shape, combos[k], tiers, budget, wi, mapping)
+                at += n
         pos += size
 
 
 def count_designs(space: ScanSpace) -> tuple[int, dict]:
     """(number of designs, skip counts), by arithmetic per (shape, workload): no design is
-    built, so it costs the same for 10^3 or 10^9 designs."""
+    built, so it costs the same for 10^3 or 10^9 designs. Each skipped design is counted
+    once, under the first reason of `_Layout`'s order (`new_skip_counts` names them)."""
     skipped = new_skip_counts(space)
-    layouts = _layouts(space)
+    layouts = _Layouts(space)
     total = 0
     for d, shape, wi, n_map in _shape_workloads(space):
-        lay = layouts[d]
+        lay = layouts(d, shape)
         if n_map == 0:
             skipped["mapping_designs"] += lay.all_blocks
             skipped["mapping_shapes"][space.workloads[wi].name] += 1
         total += n_map * lay.per_mapping
         skipped["switch_designs"] += n_map * lay.switch_skips
+        skipped["reach_designs"] += n_map * lay.reach_skips
+        skipped["max_gbps_designs"] += n_map * lay.max_gbps_skips
     return total, skipped
 
 
