@@ -71,14 +71,17 @@ def test_default_config_has_every_key():
         "network", "cost_model", "workload", "constraints", "objective", "solver",
         "workloads", "weights", "multi_objective", "cosearch", "model", "schedule",
         "training_loop", "system", "bandwidth_gbps", "export_astrasim", "compilation_cache_dir",
+        "power", "reference_bw_gbps",
     }
+    assert cfg.power.npu_w == 0.0 and cfg.reference_bw_gbps is None
+    assert cfg.constraints.max_power_w is None and cfg.network.span_m is None
     assert cfg.solver.method == "ipm" and cfg.workloads is None
     assert (cfg.model, cfg.schedule, cfg.training_loop) == ("libra", "pipelined", "no_overlap")
     assert set(cfg.system) == {"chunks", "endpoint_delay_ns", "local_mem_bw_gbps", "gb_is_gib",
                                "queue_policy", "queues_per_dim", "network_backend",
                                "max_inflight_collectives"}
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers",
-                                "latency_ns"}
+                                "latency_ns", "span_m"}
     assert set(cfg.cost_model) == {"file"}
     assert set(cfg.workload) == {
         "file", "communicator_file", "generator", "model", "parallel", "npu",
@@ -90,6 +93,7 @@ def test_default_config_has_every_key():
         "upper_gbps",
         "linear",
         "max_cost_usd",
+        "max_power_w",
     }
     assert cfg.constraints.total_bw_gbps is None and list(cfg.constraints.linear) == []
 

@@ -173,7 +173,7 @@ def test_experiment_configs_live_with_the_experiments():
 
 def test_no_arguments_says_how_to_pick_a_preset(capsys):
     err = _command_line_error(capsys)
-    assert "pick a preset: conf=<name>, one of: dlrm, dlrm_4d, gpt3," in err
+    assert "pick a preset: conf=<name>, one of: dlrm, dlrm_4d, gb200_nvl72, gpt3," in err
     assert "python -m libra_jax.train conf=turing_nlg" in err
     assert config.presets() == sorted(p.stem for p in (config.CONF_DIR / "conf").glob("*.yaml"))
 
@@ -410,8 +410,9 @@ BIG = "1" * 5000
     (["constraints.total_bw_gbps=1" + "0" * 400],
      "constraints.total_bw_gbps=<an integer of about 401 digits>: expected a number or null "
      "(int too large to convert to float)."),
-    (["objective=fastest"], "objective='fastest': expected one of perf, perf_per_cost."),
-    (["objective=null"], "objective=null: expected one of perf, perf_per_cost."),
+    (["objective=fastest"],
+     "objective='fastest': expected one of perf, perf_per_cost, perf_per_watt."),
+    (["objective=null"], "objective=null: expected one of perf, perf_per_cost, perf_per_watt."),
     (["workload.model=5"], "workload.model=5: expected a mapping {key: value, ...}."),
     (["workloads=[{fil: a}]"], "(Key 'fil' not in 'WorkloadEntryConfig')."),
     (["-m", "constraints.total_bw_gbps=400,abc"],
