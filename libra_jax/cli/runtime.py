@@ -2,11 +2,9 @@
 running one Hydra job so that bad input is a message, not a traceback.
 
 * :func:`enable_compilation_cache` -- JAX's persistent compilation cache (config key
-  ``compilation_cache_dir``): a repeat run loads its XLA executables from disk instead of
-  compiling them again.
-* :class:`CompileClock` -- seconds JAX spends tracing, lowering and compiling (or loading
-  from the cache) while it runs, read from ``jax.monitoring``'s duration events; the commands
-  report them as ``compile_seconds``, apart from ``solve_seconds``.
+  ``compilation_cache_dir``; `solvers/compilation.py`, shared with the Python API).
+* :class:`CompileClock` -- seconds JAX spends compiling while it runs (`solvers/compilation.py`);
+  the commands report them as ``compile_seconds``, apart from ``solve_seconds``.
 * :func:`run_job` / :func:`exit_on_failures` -- one Hydra job: typed config in, the objective
   value out (what sweeper plugins such as Optuna minimise); a failed job logs one ``error:``
   paragraph, writes an error ``result.json`` and returns +inf, and the process exits 1 after
@@ -15,7 +13,6 @@ running one Hydra job so that bad input is a message, not a traceback.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -23,82 +20,24 @@ import pathlib
 import sys
 from typing import Any, Callable
 
-import jax
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from jax.experimental.compilation_cache import compilation_cache
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from libra_jax.cli import config, report
+from libra_jax.solvers.compilation import (  # noqa: F401  (the commands' names for them)
+    COMPILE_EVENTS,
+    CompileClock,
+    enable_compilation_cache,
+)
 from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
 
-#: jax.monitoring duration events of one compilation: tracing to a jaxpr, lowering to MLIR,
-#: XLA compilation (or loading the executable from the persistent cache). Tracing is
-#: recorded for top-level traces only, so the three never overlap.
-COMPILE_EVENTS = (
-    "/jax/core/compile/jaxpr_trace_duration",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    "/jax/core/compile/backend_compile_duration",
-)
-
 #: One entry per failed job of this process ("<run dir>: <message>"); exit status 1 if non-empty.
 FAILURES: list[str] = []
 _JOBS: list[bool] = []  # one entry per job run; True in a multirun
-
-
-def enable_compilation_cache(directory: str | None) -> None:
-    """Switches JAX's persistent compilation cache on in ``directory`` (``~`` expanded), or
-    off when ``directory`` is None.
-
-    Every program is cached, however small and quick to compile: a run compiles about 80
-    small programs, and loading all of them is what makes a repeat run fast (with a
-    threshold of 0.05 s of compile time, let alone JAX's default 1 s, only one of them is
-    cached and a repeat ``conf=turing_nlg`` run took 4.3 s instead of 2.6 s). Call it before
-    the first compilation; calling it again (each job of a multirun) re-reads the setting.
-    """
-    compilation_cache.reset_cache()  # JAX decides once whether to use the cache: ask again
-    if directory is None:
-        jax.config.update("jax_enable_compilation_cache", False)
-        return
-    jax.config.update("jax_enable_compilation_cache", True)
-    compilation_cache.set_cache_dir(os.path.expanduser(directory))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # no size floor
-
-
-class CompileClock:
-    """Seconds JAX spends compiling while the clock runs (a context manager).
-
-    ``seconds`` sums :data:`COMPILE_EVENTS`: tracing, lowering and XLA compilation, or loading
-    the executable from the persistent cache on a hit. Example::
-
-        with CompileClock() as clock:
-            result = solve(problem)
-        solve_only_s = result.solve_seconds - clock.seconds
-    """
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def _listen(self, event: str, duration_secs: float, **kwargs) -> None:
-        if event in COMPILE_EVENTS:
-            self.seconds += duration_secs
-
-    def __enter__(self) -> CompileClock:
-        jax.monitoring.register_event_duration_secs_listener(self._listen)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        jax.monitoring.unregister_event_duration_listener(self._listen)
-
-    def net(self, result: Any) -> Any:
-        """``result`` (a solver result dataclass) with ``solve_seconds`` net of the
-        compilation this clock measured during the solve."""
-        return dataclasses.replace(
-            result, solve_seconds=max(result.solve_seconds - self.seconds, 0.0))
 
 
 def typed_config(cfg: DictConfig, schema: Any = config.LibraConfig) -> Any:

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +61,7 @@ from libra_jax.solvers.certificate import (
     status_codes,
     tangent_lp_bound,
 )
+from libra_jax.solvers.compilation import CompileClock, default_cache
 from libra_jax.inputs.limits import (
     as_bool,
     as_instance,
@@ -211,9 +214,45 @@ class BatchResult:
     iterations: np.ndarray  # [B] interior-point iterations
     host_certified: int = 0  # problems whose certificate needed the host LP
     float64_fallback: int = 0  # float32 runs: problems solved again in float64
+    solve_seconds: float = float("nan")  # wall time of the call without JAX compilation
+    compile_seconds: float = float("nan")  # JAX compilation during the call (or cache loads)
 
     def __len__(self):
         return len(self.status)
+
+    def __getitem__(self, i):
+        """Problem ``i``'s result as a `BatchItem` (a slice or a list of indices: a list)."""
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if isinstance(i, (list, tuple, np.ndarray)):
+            return [self[int(j)] for j in i]
+        j = int(i)  # numpy integers too; a float or a string raises TypeError
+        if isinstance(i, (bool, float)) or j != i:
+            raise TypeError(f"BatchResult indices must be integers or slices, not "
+                            f"{type(i).__name__}")
+        n = len(self)
+        if not -n <= j < n:
+            raise IndexError(f"BatchResult index {j} out of range for {n} problems")
+        j %= n
+        return BatchItem(np.asarray(self.bandwidth_gbps[j]), float(self.step_time_ns[j]),
+                         float(self.lower_bound_ns[j]), float(self.optimality_gap[j]),
+                         float(self.max_violation[j]), self.status[j],
+                         int(self.iterations[j]))
+
+    def __iter__(self):
+        return (self[j] for j in range(len(self)))
+
+
+class BatchItem(NamedTuple):
+    """One problem's result in a `BatchResult` (units of the names)."""
+
+    bandwidth_gbps: np.ndarray  # [D]
+    step_time_ns: float
+    lower_bound_ns: float
+    optimality_gap: float
+    max_violation: float
+    status: str
+    iterations: int
 
 
 def _shard(tree, devices):
@@ -514,6 +553,23 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
       `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
       each problem's [D] vector.
     """
+    default_cache()
+    wall = time.perf_counter()
+    with CompileClock() as clock:
+        res = _solve_stacked(p, caps=caps, dtype=dtype, chunk=chunk, devices=devices,
+                             certify_on_host=certify_on_host, method=method, config=config,
+                             float64_fallback=float64_fallback)
+    return _timed(res, time.perf_counter() - wall, clock)
+
+
+def _timed(res: BatchResult, wall: float, clock: CompileClock) -> BatchResult:
+    res.compile_seconds = clock.seconds
+    res.solve_seconds = max(wall - clock.seconds, 0.0)
+    return res
+
+
+def _solve_stacked(p, *, caps, dtype, chunk, devices, certify_on_host, method, config,
+                   float64_fallback) -> BatchResult:
     config = _method_config(method, config, caps)
     if isinstance(p, Problem):
         groups = [check_problem(p, "p", stacked=True)]
@@ -541,8 +597,22 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
 
     Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
     through the same chunked kernel calls. Arguments as for `solve_stacked`;
-    ``bandwidth_gbps`` is a list of each problem's own [D] vector.
+    ``bandwidth_gbps`` is a list of each problem's own [D] vector. The result can be
+    indexed and iterated (`BatchItem` per problem); ``solve_seconds`` excludes JAX
+    compilation, ``compile_seconds`` is it (the first call of a process switches the
+    persistent cache on: `compilation.default_cache`).
     """
+    default_cache()
+    wall = time.perf_counter()
+    with CompileClock() as clock:
+        res = _solve_batch(problems, caps=caps, dtype=dtype, chunk=chunk, devices=devices,
+                           certify_on_host=certify_on_host, method=method, config=config,
+                           float64_fallback=float64_fallback)
+    return _timed(res, time.perf_counter() - wall, clock)
+
+
+def _solve_batch(problems, *, caps, dtype, chunk, devices, certify_on_host, method, config,
+                 float64_fallback) -> BatchResult:
     config = _method_config(method, config, caps)
     if isinstance(problems, Problem):
         raise LibraInputError(
