@@ -1,0 +1,214 @@
+"""Cold start: what a new user of the Python API and of the commands waits for, side by side
+with a cvxpy + Clarabel loop over the same problems (issue 20).
+
+    python experiments/bench_coldstart.py [--n 200] [--big 10000] [--out FILE]
+
+Every measurement runs in a fresh Python process (`subprocess`), so nothing is compiled or
+imported before it starts, with ``LIBRA_JAX_CACHE_DIR`` pointing at a new, empty folder
+("cold") or at the folder a previous process filled ("cached"):
+
+* api_first: build ``--n`` random bounded problems (D 2-5, K 1-8 phases, per-dimension lower
+  and upper bounds, a total budget, sum == or <=) one by one with `problem_from_arrays`, then
+  one `solve_batch` call; timed from after ``import libra_jax`` (build, call) and as a whole
+  process;
+* api_big: the same in a fresh process for ``--big`` problems, then a second call with other
+  values and another count (``--big`` + 1,234), "warm";
+* cli: ``python -m libra_jax.train conf=turing_nlg`` as a whole process, against
+  ``python -c "import jax, hydra"`` in the same run;
+* loop: cvxpy + Clarabel over the same ``--n`` problems, one after another (the reference
+  solver a user would otherwise write), in this process.
+
+Each solve_batch result is checked: every status ``ok`` and, on the first ``--check``
+problems, within 1e-6 of the loop's optimum. Writes a markdown table to
+experiments/results/bench_coldstart.md (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def random_problems(seed: int, n: int, scale: float = 1.0) -> list[dict]:
+    """Raw inputs of n random bounded problems (plain Python / numpy, no libra_jax)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        d = int(rng.integers(2, 6))
+        k = int(rng.integers(1, 9))
+        traffic = 10.0 ** rng.uniform(-2, 1, (k, d)) * (rng.random((k, d)) < 0.7)
+        traffic[0] = np.maximum(traffic[0], 1e-2)  # every dimension carries something
+        weight = rng.integers(1, 50, k).astype(float)
+        total = float(rng.uniform(100, 1000))
+        lo = total / d * rng.uniform(0.0, 0.3, d)
+        hi = total * rng.uniform(0.4, 1.0, d)
+        hi = np.maximum(hi, lo + 1.0)
+        hi *= max(1.0, 1.2 * total / hi.sum())
+        mode = "eq" if rng.random() < 0.5 else "le"
+        out.append(dict(traffic_gb=(traffic * scale).tolist(), weight=weight.tolist(),
+                        compute_s=float(rng.uniform(0.01, 1.0)) * scale, total=total,
+                        mode=mode, lo=lo.tolist(), hi=hi.tolist()))
+    return out
+
+
+WORKER = r"""
+import json, sys, time
+t_start = time.perf_counter()
+import numpy as np
+import libra_jax as lj
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
+sys.path.insert(0, {root!r} + "/experiments")
+from bench_coldstart import random_problems
+t_import = time.perf_counter()
+out = {{"import_s": t_import - t_start}}
+for tag, seed, n, scale in {calls!r}:
+    raw = random_problems(seed, n, scale)
+    t0 = time.perf_counter()
+    ps = [problem_from_arrays(np.asarray(r["traffic_gb"]), np.asarray(r["weight"]),
+                              r["compute_s"], None,
+                              ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"],
+                                             lower_gbps=r["lo"], upper_gbps=r["hi"]))
+          for r in raw]
+    t1 = time.perf_counter()
+    res = lj.solve_batch(ps)
+    t2 = time.perf_counter()
+    out[tag] = dict(n=n, build_s=t1 - t0, call_s=t2 - t1, compile_s=res.compile_seconds,
+                    solve_s=res.solve_seconds, ok=sum(s == "ok" for s in res.status),
+                    max_gap=float(np.max(res.optimality_gap)),
+                    step_ns=[float(x) for x in res.step_time_ns[:{check}]])
+out["process_s"] = time.perf_counter() - t_start
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_worker(calls, cache: str, check: int) -> tuple[dict, float]:
+    code = WORKER.format(root=str(ROOT), calls=calls, check=check)
+    env = dict(os.environ, LIBRA_JAX_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=3600)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-3000:])
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):]), wall
+
+
+def timed_process(args, cache: str | None = None) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if cache is not None:
+        env["LIBRA_JAX_CACHE_DIR"] = cache
+    t0 = time.perf_counter()
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=3600,
+                       cwd=tempfile.gettempdir())
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-3000:])
+    return time.perf_counter() - t0
+
+
+def cvxpy_loop(raw: list[dict]) -> tuple[float, list[float]]:
+    """Seconds for a plain cvxpy + Clarabel loop over the problems, and their optima (ns)."""
+    import cvxpy as cp
+
+    t0 = time.perf_counter()
+    values = []
+    for r in raw:
+        t = np.asarray(r["traffic_gb"])
+        w = np.asarray(r["weight"])
+        k, d = t.shape
+        x = cp.Variable(d)
+        tau = cp.Variable(k)
+        cons = [x >= np.asarray(r["lo"]), x <= np.asarray(r["hi"])]
+        cons.append(cp.sum(x) == r["total"] if r["mode"] == "eq" else cp.sum(x) <= r["total"])
+        rows, cols = np.nonzero(t > 0)
+        cons.append(tau[rows] >= cp.multiply(t[rows, cols], cp.inv_pos(x[cols])))
+        prob = cp.Problem(cp.Minimize(w @ tau), cons)
+        prob.solve(solver=cp.CLARABEL)
+        values.append((r["compute_s"] + prob.value) * 1e9)
+    return time.perf_counter() - t0, values
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--big", type=int, default=10000)
+    ap.add_argument("--check", type=int, default=200, help="problems checked against cvxpy")
+    ap.add_argument("--out", type=pathlib.Path,
+                    default=ROOT / "experiments" / "results" / "bench_coldstart.md")
+    args = ap.parse_args(argv)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="libra_coldstart_"))
+    cold = str(tmp / "cache")
+    rows = []
+
+    raw = random_problems(1, args.n)
+    loop_s, ref = cvxpy_loop(raw)
+    loop_rate = args.n / loop_s
+    rows.append(("cvxpy + Clarabel loop", f"{args.n}", f"{loop_s:.2f} s", "", "", "1.00x",
+                 f"{loop_rate:,.0f}/s"))
+
+    check = min(args.check, args.n)
+    for tag, cache in (("api first call, empty cache", cold),
+                       ("api first call, cache warm (2nd process)", cold),
+                       ("api first call, cache off", "")):
+        out, wall = run_worker([("first", 1, args.n, 1.0)], cache, check)
+        f = out["first"]
+        err = max(abs(a - b) / b for a, b in zip(f["step_ns"], ref[:check]))
+        call = f["build_s"] + f["call_s"]
+        rows.append((tag, f"{args.n}", f"{call:.2f} s (build {f['build_s']:.2f}, compile "
+                     f"{f['compile_s']:.2f}, solve {f['solve_s']:.2f})",
+                     f"{wall:.1f} s", f"ok {f['ok']}/{args.n}, gap <= {f['max_gap']:.1e}, "
+                     f"vs cvxpy <= {err:.1e}", f"{call / loop_s:.2f}x",
+                     f"{args.n / call:,.1f}/s"))
+
+    big_cache = str(tmp / "cache_big")
+    out, wall = run_worker([("big", 2, args.big, 3.0), ("again", 3, args.big + 1234, 0.5)],
+                           big_cache, 0)
+    for tag, key in (("api, fresh process, 1st call (empty cache)", "big"),
+                     ("api, same process, 2nd call (other values and count)", "again")):
+        f = out[key]
+        call = f["build_s"] + f["call_s"]
+        rate = f["n"] / call
+        rows.append((tag, f"{f['n']:,}", f"{call:.2f} s (build {f['build_s']:.2f}, compile "
+                     f"{f['compile_s']:.2f}, solve {f['solve_s']:.2f})",
+                     f"{wall:.1f} s" if key == "big" else "",
+                     f"ok {f['ok']}/{f['n']}, gap <= {f['max_gap']:.1e}", "",
+                     f"{rate:,.1f}/s = {rate / loop_rate:.2f}x the loop"))
+
+    base = timed_process([sys.executable, "-c", "import jax, hydra"])
+    cli_cache = str(tmp / "cache_cli")
+    train = [sys.executable, "-m", "libra_jax.train", "conf=turing_nlg",
+             f"hydra.run.dir={tmp / 'run'}", f"compilation_cache_dir={cli_cache}"]
+    cli_cold = timed_process(train)
+    cli_warm = timed_process(train)
+    rows.append(('python -c "import jax, hydra"', "", "", f"{base:.1f} s", "", "", ""))
+    rows.append(("libra-train conf=turing_nlg, empty cache", "", "", f"{cli_cold:.1f} s", "",
+                 f"{cli_cold / base:.2f}x import", ""))
+    rows.append(("libra-train conf=turing_nlg, cached", "", "", f"{cli_warm:.1f} s", "",
+                 f"{cli_warm / base:.2f}x import", ""))
+
+    head = ("what", "problems", "build + call (after import)", "whole process", "results",
+            "vs loop / import", "rate")
+    lines = [f"# Cold start ({platform.node()}, {os.cpu_count()} cores, "
+             f"{time.strftime('%Y-%m-%d %H:%M')})", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    text = "\n".join(lines) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
