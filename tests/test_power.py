@@ -353,3 +353,20 @@ def test_tier_latency_is_the_pipelined_default(tmp_path):
     half = _compose(*base[:-2], f"cost_model.file={tmp_path}/half.yaml", "model=pipelined")
     with pytest.raises(LibraInputError, match=r"tiers Optics have no LatencyNs"):
         config.to_timing(half, 2, network)
+
+
+@pytest.mark.parametrize("preset", [
+    "h100_dgx", pytest.param("gb200_nvl72", marks=pytest.mark.slow),
+    pytest.param("tpu_v4", marks=pytest.mark.slow)])
+def test_real_system_preset_runs(preset, tmp_path):
+    """A real-system preset runs as a user would: ok, certified, at the shipped design's
+    network power (its max_power_w), with the shipped design next to the optima."""
+    proc = _run("train", f"conf={preset}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert r["status"] == "ok" and r["optimality_gap"] <= 1e-6
+    ref = r["reference_design"]
+    assert r["network_power_w"] <= ref["shipped"]["network_power_w"] * (1 + 1e-9)
+    assert r["step_time_ns"] <= ref["shipped"]["step_time_ns"] * (1 + 1e-9)
+    assert ref["same_power"]["status"] == "ok" and ref["same_cost"]["status"] == "ok"
+    assert "shipped design vs libra_jax:" in proc.stdout
