@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from typing import NamedTuple
 
 import jax
@@ -61,7 +60,7 @@ from libra_jax.solvers.certificate import (
     status_codes,
     tangent_lp_bound,
 )
-from libra_jax.solvers.compilation import CompileClock, default_cache
+from libra_jax.solvers.compilation import timed
 from libra_jax.inputs.limits import (
     as_bool,
     as_instance,
@@ -527,6 +526,7 @@ def _check_options(caps, n: int, dtype, chunk, devices, certify_on_host, float64
 
 
 @float64
+@timed
 def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                   chunk: int | None = None, devices=None, certify_on_host: bool = True,
                   method: str = "ipm", config=None,
@@ -553,23 +553,6 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
       `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
       each problem's [D] vector.
     """
-    default_cache()
-    wall = time.perf_counter()
-    with CompileClock() as clock:
-        res = _solve_stacked(p, caps=caps, dtype=dtype, chunk=chunk, devices=devices,
-                             certify_on_host=certify_on_host, method=method, config=config,
-                             float64_fallback=float64_fallback)
-    return _timed(res, time.perf_counter() - wall, clock)
-
-
-def _timed(res: BatchResult, wall: float, clock: CompileClock) -> BatchResult:
-    res.compile_seconds = clock.seconds
-    res.solve_seconds = max(wall - clock.seconds, 0.0)
-    return res
-
-
-def _solve_stacked(p, *, caps, dtype, chunk, devices, certify_on_host, method, config,
-                   float64_fallback) -> BatchResult:
     config = _method_config(method, config, caps)
     if isinstance(p, Problem):
         groups = [check_problem(p, "p", stacked=True)]
@@ -589,6 +572,7 @@ def _solve_stacked(p, *, caps, dtype, chunk, devices, certify_on_host, method, c
 
 
 @float64
+@timed
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 chunk: int | None = None, devices=None, certify_on_host: bool = True,
                 method: str = "ipm", config=None,
@@ -602,17 +586,6 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     compilation, ``compile_seconds`` is it (the first call of a process switches the
     persistent cache on: `compilation.default_cache`).
     """
-    default_cache()
-    wall = time.perf_counter()
-    with CompileClock() as clock:
-        res = _solve_batch(problems, caps=caps, dtype=dtype, chunk=chunk, devices=devices,
-                           certify_on_host=certify_on_host, method=method, config=config,
-                           float64_fallback=float64_fallback)
-    return _timed(res, time.perf_counter() - wall, clock)
-
-
-def _solve_batch(problems, *, caps, dtype, chunk, devices, certify_on_host, method, config,
-                 float64_fallback) -> BatchResult:
     config = _method_config(method, config, caps)
     if isinstance(problems, Problem):
         raise LibraInputError(

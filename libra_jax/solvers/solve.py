@@ -61,7 +61,7 @@ from libra_jax.solvers.certificate import (
     status_codes,
     tangent_lp_bound,
 )
-from libra_jax.solvers.compilation import CompileClock, default_cache
+from libra_jax.solvers.compilation import timed
 from libra_jax.solvers.ipm import IpmConfig, equality_rows, linear_rows
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
 
@@ -195,6 +195,7 @@ def with_power(result: SolveResult, power_rates_w_per_gbps, static_power_w: floa
 
 
 @float64
+@timed
 def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
           *, method: str = "ipm", max_rounds: int = 40, batch: int = 16,
           power_rates_w_per_gbps=None, static_power_w: float = 0.0) -> SolveResult:
@@ -228,18 +229,6 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
         [1, `MAX_LEVELS`]), unknown objective or method, or perf_per_cost without a cost
         model.
     """
-    default_cache()
-    wall = time.perf_counter()
-    with CompileClock() as clock:
-        result = _solve(p, objective, config, method, max_rounds, batch,
-                        power_rates_w_per_gbps, static_power_w)
-    wall = time.perf_counter() - wall
-    return dataclasses.replace(result, solve_seconds=max(wall - clock.seconds, 0.0),
-                               compile_seconds=clock.seconds)
-
-
-def _solve(p, objective, config, method, max_rounds, batch, power_rates_w_per_gbps,
-           static_power_w) -> SolveResult:
     check_problem(p, "p")
     if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise LibraInputError(
