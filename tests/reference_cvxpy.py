@@ -140,3 +140,19 @@ def min_linear(c, cons: RefConstraints) -> tuple[float, np.ndarray]:
     if _solve(prob) not in ("optimal", "optimal_inaccurate"):
         raise RuntimeError(f"reference LP failed: {prob.status}")
     return float(prob.value), np.asarray(x.value, np.float64)
+
+
+def level_search(value, lo: float, hi: float, best: float, coarse: int = 12, fine: int = 6,
+                 zooms: int = 2) -> float:
+    """Brute-force minimum of ``value(level)`` over levels in (lo, hi]: a grid denser near
+    ``lo`` (``coarse`` points), zoomed ``zooms`` times around the best level (``fine``
+    points each); returns the least value found, at most ``best``."""
+    levels = lo + (hi - lo) * np.linspace(0.0, 1.0, coarse + 1)[1:] ** 2
+    for _ in range(zooms + 1):
+        vals = [value(c) for c in levels]
+        best = min(best, min(vals))
+        i = int(np.argmin(vals))
+        left = levels[i - 1] if i > 0 else lo
+        right = levels[min(i + 1, len(levels) - 1)]
+        levels = np.linspace(left, right, fine + 2)[1:-1]
+    return best

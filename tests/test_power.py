@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
-from reference_cvxpy import PerfReference, RefConstraints, min_linear
+from reference_cvxpy import PerfReference, RefConstraints, level_search, min_linear
 
 from libra_jax.cli import config
 from libra_jax.inputs import cost
@@ -177,15 +177,7 @@ def _ppw_reference(p, cons, power, static, coarse=12, fine=6, zooms=2) -> float:
 
     if hi - lo <= 1e-7 * hi:
         return best
-    levels = lo + (hi - lo) * np.linspace(0.0, 1.0, coarse + 1)[1:] ** 2
-    for _ in range(zooms + 1):
-        vals = [value(c) for c in levels]
-        best = min(best, min(vals))
-        i = int(np.argmin(vals))
-        left = levels[i - 1] if i > 0 else lo
-        right = levels[min(i + 1, len(levels) - 1)]
-        levels = np.linspace(left, right, fine + 2)[1:-1]
-    return best
+    return level_search(value, lo, hi, best, coarse, fine, zooms)
 
 
 PPW_CASES = [("gpt3", 0.0), ("turing_nlg_4d", 0.0), ("msft_1t", 300.0), ("dlrm_4d", 700.0)]

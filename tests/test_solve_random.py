@@ -15,7 +15,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from reference_cvxpy import PerfReference, RefConstraints, min_linear
+from reference_cvxpy import PerfReference, RefConstraints, level_search, min_linear
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
@@ -331,15 +331,7 @@ def _ppc_reference(case: RandomCase, p, coarse=12, fine=6, zooms=2) -> float:
 
     if span <= 1e-7 * c_perf:  # the perf optimum is (nearly) the cheapest point
         return best
-    levels = c_min + span * np.linspace(0.0, 1.0, coarse + 1)[1:] ** 2
-    for _ in range(zooms + 1):
-        vals = [value(c) for c in levels]
-        best = min(best, min(vals))
-        i = int(np.argmin(vals))
-        left = levels[i - 1] if i > 0 else c_min
-        right = levels[min(i + 1, len(levels) - 1)]
-        levels = np.linspace(left, right, fine + 2)[1:-1]
-    return best
+    return level_search(value, c_min, c_perf, best, coarse, fine, zooms)
 
 
 @functools.lru_cache(maxsize=None)
