@@ -98,3 +98,30 @@ def test_results_report_compile_and_solve_seconds_apart_and_batches_index():
         many[1.0]
     with pytest.raises(TypeError):
         many["0"]
+
+
+def test_the_stacked_path_for_mixed_sizes_equals_the_list():
+    """experiments/bench_list_api.py's recipe (one problems_from_stacked per (D, mode) group,
+    phases zero-padded) gives the problems problem_from_arrays builds one by one: the same
+    optima."""
+    sys.path.insert(0, str(REPO / "experiments"))
+    try:
+        from bench_coldstart import random_problems
+        from bench_list_api import stacked_groups
+    finally:
+        sys.path.pop(0)
+    raw = random_problems(7, 60)
+    one = [problem_from_arrays(np.asarray(r["traffic_gb"]), np.asarray(r["weight"]),
+                               r["compute_s"], None,
+                               ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"],
+                                              lower_gbps=r["lo"], upper_gbps=r["hi"]))
+           for r in raw]
+    stacks, order = stacked_groups(raw)
+    a = solve_batch(one)
+    from libra_jax.solvers.batch import solve_stacked
+
+    b = solve_stacked(stacks)
+    got = np.empty(len(raw))
+    got[order] = b.step_time_ns
+    np.testing.assert_allclose(got, a.step_time_ns, rtol=1e-12)
+    assert set(b.status) == {"ok"}
