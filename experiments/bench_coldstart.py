@@ -62,24 +62,33 @@ def random_problems(seed: int, n: int, scale: float = 1.0) -> list[dict]:
     return out
 
 
+def build_problems(raw: list[dict]) -> list:
+    """The problems of `random_problems`, built one by one as a user of the list API would
+    (`problem_from_arrays` per problem)."""
+    import numpy as np  # noqa: PLC0415  (the worker imports libra_jax itself, timed)
+
+    from libra_jax.model.problem import ConstraintSpec, problem_from_arrays  # noqa: PLC0415
+
+    return [problem_from_arrays(np.asarray(r["traffic_gb"]), np.asarray(r["weight"]),
+                                r["compute_s"], None,
+                                ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"],
+                                               lower_gbps=r["lo"], upper_gbps=r["hi"]))
+            for r in raw]
+
+
 WORKER = r"""
 import json, sys, time
 t_start = time.perf_counter()
 import numpy as np
 import libra_jax as lj
-from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
 sys.path.insert(0, {root!r} + "/experiments")
-from bench_coldstart import random_problems
+from bench_coldstart import build_problems, random_problems
 t_import = time.perf_counter()
 out = {{"import_s": t_import - t_start}}
 for tag, seed, n, scale in {calls!r}:
     raw = random_problems(seed, n, scale)
     t0 = time.perf_counter()
-    ps = [problem_from_arrays(np.asarray(r["traffic_gb"]), np.asarray(r["weight"]),
-                              r["compute_s"], None,
-                              ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"],
-                                             lower_gbps=r["lo"], upper_gbps=r["hi"]))
-          for r in raw]
+    ps = build_problems(raw)
     t1 = time.perf_counter()
     res = lj.solve_batch(ps)
     t2 = time.perf_counter()

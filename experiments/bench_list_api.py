@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 
-from bench_coldstart import random_problems
+from bench_coldstart import build_problems, random_problems
 
 import libra_jax as lj  # noqa: E402
-from libra_jax.model.problem import ConstraintSpec, problem_from_arrays, problems_from_stacked
+from libra_jax.model.problem import problems_from_stacked
 
 
 def stacked_groups(raw: list[dict]):
@@ -50,11 +50,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     raw = random_problems(2, args.n, 3.0)
     t0 = time.perf_counter()
-    one = [problem_from_arrays(np.asarray(r["traffic_gb"]), np.asarray(r["weight"]),
-                               r["compute_s"], None,
-                               ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"],
-                                              lower_gbps=r["lo"], upper_gbps=r["hi"]))
-           for r in raw]
+    one = build_problems(raw)
     t1 = time.perf_counter()
     stacks, order = stacked_groups(raw)
     t2 = time.perf_counter()

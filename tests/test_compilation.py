@@ -106,16 +106,12 @@ def test_the_stacked_path_for_mixed_sizes_equals_the_list():
     optima."""
     sys.path.insert(0, str(REPO / "experiments"))
     try:
-        from bench_coldstart import random_problems
+        from bench_coldstart import build_problems, random_problems
         from bench_list_api import stacked_groups
     finally:
         sys.path.pop(0)
     raw = random_problems(7, 60)
-    one = [problem_from_arrays(np.asarray(r["traffic_gb"]), np.asarray(r["weight"]),
-                               r["compute_s"], None,
-                               ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"],
-                                              lower_gbps=r["lo"], upper_gbps=r["hi"]))
-           for r in raw]
+    one = build_problems(raw)
     stacks, order = stacked_groups(raw)
     a = solve_batch(one)
     from libra_jax.solvers.batch import solve_stacked
