@@ -174,6 +174,16 @@ def show(value, limit: int = SHOW_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+PATH_CHARS = 4096  # PATH_MAX on Linux: a path in a message is quoted whole up to this
+
+
+def show_path(path) -> str:
+    """A file or folder path quoted for a message: whole (the user must find it), unlike
+    ``show``, which elides long strings; only a path longer than ``PATH_CHARS`` is cut."""
+    text = str(path)
+    return repr(text) if len(text) <= PATH_CHARS else repr(text[:PATH_CHARS - 3] + "...")
+
+
 def float64(fn):
     """Runs ``fn`` with JAX's float64 switched on, for that call only.
 

@@ -453,6 +453,8 @@ def test_good_command_lines_still_pass(argv):
 
 
 def test_run_dir_under_a_file_is_refused_before_hydra(capsys, tmp_path):
+    tmp_path = tmp_path / ("long_folder_name_" * 8)  # a long path is named whole, not elided
+    tmp_path.mkdir()
     (tmp_path / "a_file").write_text("x")
     err = _command_line_error(capsys, "conf=turing_nlg", f"hydra.run.dir={tmp_path}/a_file/run")
     assert f"'{tmp_path}/a_file' is a file, so the run directory cannot be made there" in err

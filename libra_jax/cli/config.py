@@ -70,7 +70,7 @@ from libra_jax.model.problem import ConstraintSpec
 from libra_jax.model.step import NETWORK_BACKENDS, QUEUE_POLICIES
 from libra_jax.model.timing import MODELS, TRAINING_LOOPS, TimingModel, check_timing
 from libra_jax.studies.multi import MULTI_OBJECTIVES, check_weights
-from libra_jax.types import Choice, LibraInputError, clip, show
+from libra_jax.types import Choice, LibraInputError, clip, show, show_path
 
 #: ``config.yaml`` and its groups (``conf/conf/<preset>.yaml``, ...), inside the package.
 CONF_DIR = pathlib.Path(__file__).resolve().parents[1] / "conf"
@@ -924,10 +924,10 @@ def _run_dir_problem(key: str, value: Any) -> str | None:
     if ancestor == path and path.is_dir():
         return None
     if not ancestor.is_dir():
-        return (f"{key}={show(value)}: {show(str(ancestor))} is a file, so the run directory "
+        return (f"{key}={show_path(value)}: {show_path(ancestor)} is a file, so the run directory "
                 "cannot be made there; give a directory path.")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        return (f"{key}={show(value)}: cannot make the run directory: {show(str(ancestor))} "
+        return (f"{key}={show_path(value)}: cannot make the run directory: {show_path(ancestor)} "
                 "is not writable.")
     return None
 

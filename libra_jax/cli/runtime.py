@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import pathlib
 import sys
 from typing import Any, Callable
@@ -31,7 +30,7 @@ from libra_jax.solvers.compilation import (  # noqa: F401  (the commands' names 
     CompileClock,
     enable_compilation_cache,
 )
-from libra_jax.types import LibraInputError, show
+from libra_jax.types import LibraInputError, show_path
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ def os_error_message(e: OSError) -> str:
     reason = e.strerror or " ".join(str(e).split()) or type(e).__name__
     if e.filename is None:
         return f"{reason} (a path the config names)"
-    return f"cannot use {show(str(e.filename))}: {reason}"
+    return f"cannot use {show_path(e.filename)}: {reason}"
 
 
 def _fail(output_dir: pathlib.Path, message: str, cfg: DictConfig) -> None:

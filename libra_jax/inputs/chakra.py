@@ -91,7 +91,7 @@ from libra_jax.inputs.limits import (
     as_str,
     check_npus,
 )
-from libra_jax.types import Collective, LibraInputError, StepNode, clip, show
+from libra_jax.types import Collective, LibraInputError, StepNode, clip, show, show_path
 
 #: ``GlobalMetadata.version`` of the files written (what the reference generator wrote).
 ET_VERSION = "0.0.4"
@@ -521,7 +521,7 @@ def write_traces(nodes: Sequence[StepNode], npus_per_dim: Sequence[int],
             paths.append(path)
     except OSError as e:
         raise LibraInputError(
-            f"out_dir: cannot write the Chakra traces to {show(str(out))} "
+            f"out_dir: cannot write the Chakra traces to {show_path(out)} "
             f"({e.strerror or e}).") from e
     return paths
 
