@@ -184,6 +184,25 @@ def show_path(path) -> str:
     return repr(text) if len(text) <= PATH_CHARS else repr(text[:PATH_CHARS - 3] + "...")
 
 
+#: XLA options of the package's compiled functions. XLA's CPU "fusion emitters" (MLIR
+#: code generation of fused loops, XLA's default since 2025) take twice the compile time of
+#: the classic emitters on the solvers' many small fusions, for no faster code: the batch
+#: kernel of bucket (8, 8, 1, 1, 0, 0) at 256 problems compiled in 14.6-15.5 CPU-s with
+#: them and 7.5-8.4 CPU-s without, and ran 0.037-0.041 s vs 0.041-0.047 s (same run, 2
+#: cores; results equal to the last bit or two). The option is part of XLA's DebugOptions
+#: on every backend; the GPU and TPU compilers ignore CPU options.
+COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def jit(fun=None, **kwargs):
+    """``jax.jit(fun, **kwargs)`` with :data:`COMPILER_OPTIONS` (usable as a decorator,
+    alone or through ``functools.partial`` with ``static_argnames``). Only the package's
+    own functions get the options; JAX's global settings are left alone."""
+    if fun is None:
+        return functools.partial(jit, **kwargs)
+    return jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+
+
 def float64(fn):
     """Runs ``fn`` with JAX's float64 switched on, for that call only.
 

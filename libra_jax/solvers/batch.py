@@ -43,7 +43,6 @@ net.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import NamedTuple
 
 import jax
@@ -70,7 +69,7 @@ from libra_jax.inputs.limits import (
     as_real,
     as_str,
 )
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, jit, show
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice): its
 # entry points, like solve.py's, carry `types.float64`.
@@ -98,6 +97,68 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
     """The padded (D, K, I, E, J, R) a problem is solved at."""
     d, k, i, e, j, r = problem_sizes(p)
     return (_round_dims(d), _pow2(k, 4), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
+
+
+#: The cost model of `plan_buckets` (measured on 2 CPU cores, `experiments/bench_coldstart.py`
+#: and the calibration in its docstring): compiling one kernel program (one bucket, one chunk
+#: size) takes ~4-8 s of wall time (5 s used); solving one problem in a chunk of bucket
+#: (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x (1 + (K + R) / 64) (measured 72-82 us at
+#: D 4, 162-220 us at D 8, 662 us at D 16, per problem of a 1024 chunk, whatever K).
+COMPILE_SECONDS = 5.0
+
+
+def problem_seconds(shape: tuple[int, ...]) -> float:
+    """Estimated kernel seconds per problem of bucket ``shape`` (see `COMPILE_SECONDS`)."""
+    d, k, _, _, j, r = shape
+    return 9e-6 * (d + j) ** 1.5 * (1.0 + (k + r) / 64.0)
+
+
+def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(max(x, y) for x, y in zip(a, b))
+
+
+def plan_buckets(counts: dict[tuple, int], max_chunk: int,
+                 compiled: frozenset = frozenset()) -> dict[tuple, tuple]:
+    """Which bucket each bucket's problems run in: ``{bucket: target}``, a target being the
+    bucket itself or a larger one (elementwise >=) they are padded up to.
+
+    Each program costs `COMPILE_SECONDS` to compile unless it is in ``compiled`` (pairs
+    (bucket, chunk size) this process has compiled already), and every problem slot of a
+    chunk costs `problem_seconds` of its bucket. Buckets are merged greedily, the pair whose
+    merge (into their elementwise maximum, or into a compiled bucket holding both) saves the
+    most estimated seconds first, while a merge saves any. A first call of a few hundred
+    mixed problems thus compiles one program; a later call of thousands more reuses it as
+    long as the padding costs less than a new program would."""
+
+    def cost(target, n):
+        plan = chunk_plan(n, max_chunk)
+        new = {c for c in plan if (target, c) not in compiled}
+        return sum(plan) * problem_seconds(target) + COMPILE_SECONDS * len(new)
+
+    def best_target(join, n):
+        options = [join] + [shape for shape, _ in compiled
+                            if all(x >= y for x, y in zip(shape, join))]
+        return min(((cost(t, n), t) for t in set(options)), key=lambda ct: (ct[0], ct[1]))
+
+    clusters = []  # [cost, target, join, n, members]
+    for shape, n in sorted(counts.items()):
+        c, t = best_target(shape, n)
+        clusters.append([c, t, shape, n, [shape]])
+    while len(clusters) > 1:
+        best = None
+        for a in range(len(clusters)):
+            for b in range(a + 1, len(clusters)):
+                ca, cb = clusters[a], clusters[b]
+                join, n = _join(ca[2], cb[2]), ca[3] + cb[3]
+                c, t = best_target(join, n)
+                saving = ca[0] + cb[0] - c
+                if saving > 0 and (best is None or saving > best[0]):
+                    best = (saving, a, b, [c, t, join, n, ca[4] + cb[4]])
+        if best is None:
+            break
+        _, a, b, merged = best
+        clusters = [c for i, c in enumerate(clusters) if i not in (a, b)] + [merged]
+    return {shape: c[1] for c in clusters for shape in c[4]}
 
 
 def pad_stacked(p: Problem, shape: tuple[int, ...]) -> Problem:
@@ -150,7 +211,7 @@ def chunk_plan(n: int, max_chunk: int) -> list[int]:
     return plan
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@jit(static_argnames="config")
 def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
     # Full-precision products: GPUs otherwise multiply float32 matrices in TF32 (10-bit
     # mantissa), which the Newton systems cannot afford.
@@ -158,7 +219,7 @@ def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
         return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@jit(static_argnames="config")
 def _kernel_optax(p: Problem, config: first_order.FirstOrderConfig):
     """The Optax method (`first_order.py`, with its exact step on the active set) vmapped
     over a chunk, as a `ipm.KernelOutput` with its in-kernel Lagrangian bound and no
@@ -177,7 +238,7 @@ def _kernel_optax(p: Problem, config: first_order.FirstOrderConfig):
         violation=out.max_violation)
 
 
-@jax.jit
+@jit
 def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
     """Step time, bound and violation of a (float32) kernel result, in float64."""
 
@@ -191,6 +252,11 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
 
     with jax.default_matmul_precision("highest"):
         return jax.vmap(one)(p, out, cap, cap_on)
+
+
+#: (kernel kind, bucket, chunk size) of the kernel programs this process has run, for
+#: `plan_buckets`' cost model.
+_COMPILED: set = set()
 
 
 def compiled_programs() -> int:
@@ -305,7 +371,7 @@ def pad_one(p: Problem) -> Problem:
     return unstack(pad_stacked(one, bucket_shape(one)), 0)
 
 
-@jax.jit
+@jit
 def _exact_step(p: Problem, x):
     viol_tol = 0.1 * VIOLATION_TOL * jnp.maximum(jnp.sum(p.upper), 1e-300)
     with jax.default_matmul_precision("highest"):
@@ -368,9 +434,17 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     n = int(offsets[-1])
     caps = np.full(n, np.nan) if caps is None else np.asarray(caps, np.float64).reshape(n)
+    max_chunk = chunk or default_max_chunk()
+    shapes = [bucket_shape(g) for g in groups]
+    counts: dict[tuple, int] = {}
+    for shape, size in zip(shapes, sizes):
+        counts[shape] = counts.get(shape, 0) + size
+    kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
+    target = plan_buckets(counts, max_chunk, frozenset(
+        (shape, c) for k, shape, c in _COMPILED if k == kind))
     by_bucket: dict[tuple, list[int]] = {}
-    for gi, g in enumerate(groups):
-        by_bucket.setdefault(bucket_shape(g), []).append(gi)
+    for gi, shape in enumerate(shapes):
+        by_bucket.setdefault(target[shape], []).append(gi)
     cols = [np.empty(n) for _ in range(3)]
     iters = np.zeros(n, np.int64)
     finite = np.zeros(n, bool)
@@ -382,8 +456,8 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
                               *[pad_stacked(groups[g], shape) for g in gis])
         c = caps[order]
         out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
-                          dtype=dtype, max_chunk=chunk or default_max_chunk(),
-                          devices=devices, config=config)
+                          dtype=dtype, max_chunk=max_chunk, devices=devices, config=config)
+        _COMPILED.update((kind, shape, size) for size in chunk_plan(len(order), max_chunk))
         start = 0
         for g in gis:
             bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]

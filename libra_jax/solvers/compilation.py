@@ -44,6 +44,7 @@ COMPILE_EVENTS = (
 _DECIDED = False  # set once this process has chosen a cache (or none)
 
 
+
 def enable_compilation_cache(directory: str | None) -> None:
     """Switches JAX's persistent compilation cache on in ``directory`` (``~`` expanded), or
     off when ``directory`` is None.

@@ -634,14 +634,19 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     obj0 = p.weight @ tk0 + p.piece_weight @ tj0
     mu0 = jnp.maximum(obj0, tiny) / num_ineq
     lam0 = [jnp.where(o, mu0 / sl, 0.0) for sl, o in zip((sl0.pair, sl0.row, sl0.lin), ons)]
+    # Every entry of the state is computed from the problem (``zero``), so that under vmap
+    # each is batched from the start: JAX's while-loop batching rule otherwise traces the
+    # loop body once more for every round of entries it finds batched (a third of the
+    # kernel's tracing time).
+    zero = jnp.where(p.lo[0] == p.lo[0], 0.0, 0.0).astype(dt)
+    izero = zero.astype(jnp.int32)
     init = _State(bw=bw0, tk=tk0, tj=tj0, s_pair=sl0.pair, s_row=sl0.row,
                   lam_pair=lam0[0], lam_row=lam0[1], lam_lin=lam0[2],
-                  nu=jnp.zeros(e.shape[0], dt), lb=jnp.asarray(-jnp.inf, dt),
-                  lb_mult=(lam0[0], lam0[1], lam0[2], jnp.zeros(e.shape[0], dt)),
+                  nu=jnp.zeros(e.shape[0], dt) + zero, lb=zero - jnp.inf,
+                  lb_mult=(lam0[0], lam0[1], lam0[2], jnp.zeros(e.shape[0], dt) + zero),
                   best_bw=bw0, best_step=jnp.where(sl0.inside, model.step_time_s(bw0, p),
                                                    jnp.inf),
-                  stall=jnp.asarray(0, jnp.int32), it=jnp.asarray(0, jnp.int32),
-                  ridge=jnp.asarray(0.0, dt), done=~sl0.inside)
+                  stall=izero, it=izero, ridge=zero, done=~sl0.inside)
     final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
     step_s = model.step_time_s(final.best_bw, p)
     viol = violation(final.best_bw, p, cap, cap_on)

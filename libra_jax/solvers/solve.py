@@ -34,7 +34,6 @@ Euclidean projection onto the feasible set (a QP, solved by the barrier method o
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 
 import jax
@@ -63,7 +62,7 @@ from libra_jax.solvers.certificate import (
 )
 from libra_jax.solvers.compilation import timed
 from libra_jax.solvers.ipm import IpmConfig, equality_rows, linear_rows
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, jit, show
 
 #: Most cutting-plane rounds (or prices) of a perf_per_cost search, and most cost levels per
 #: vmapped round (`solve`'s ``max_rounds`` and ``batch``).
@@ -389,7 +388,7 @@ PRICE_STEPS = 80
 PRICE_PAST = 3
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@jit(static_argnames="config")
 def _priced_jit(p: Problem, params, price, start, config):
     return jax.vmap(lambda prm: first_order.solve_first_order(p, prm, config, price, start))(
         params)
@@ -510,7 +509,7 @@ def _dist_obj(z, target):
     return 0.5 * jnp.sum((z - target) ** 2) / jnp.maximum(jnp.sum(target**2), 1e-300)
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@jit(static_argnames="config")
 def _project_jit(p: Problem, target, config=BarrierConfig()):
     d = p.num_dims
     g, h, g_on, e, f, e_on = constraint_rows(p, 0.0, False)

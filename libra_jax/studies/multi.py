@@ -34,7 +34,6 @@ slowdowns are measured against them.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from typing import NamedTuple, Sequence
@@ -57,7 +56,7 @@ from libra_jax.solvers import solve as solve_mod
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
 from libra_jax.solvers.batch import check_config, check_problem, solve_batch
 from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, jit, show
 
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
 #: Largest weight of a workload (``weights``): LIMITS.max_coefficient, the largest number of a
@@ -219,7 +218,7 @@ class WorstSlowdown(NamedTuple):
     theta: np.ndarray  # [N] normalised workload multipliers
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@jit(static_argnames="config")
 def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig()):
     """Epigraph barrier solve over z = (bw [D], s, t [K]); see the module docstring."""
     d = p.num_dims
