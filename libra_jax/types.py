@@ -195,9 +195,11 @@ COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
 def jit(fun=None, **kwargs):
-    """``jax.jit(fun, **kwargs)`` with :data:`COMPILER_OPTIONS` (usable as a decorator,
-    alone or through ``functools.partial`` with ``static_argnames``). Only the package's
-    own functions get the options; JAX's global settings are left alone."""
+    """``jax.jit(fun, **kwargs)`` with :data:`COMPILER_OPTIONS` (a decorator, alone or as
+    ``jit(static_argnames=...)``), for the package's top-level compiled functions (the
+    solver kernels; JAX accepts compile options on the outermost jit only, so functions
+    also called inside another jit keep ``jax.jit``). JAX's global settings are left
+    alone."""
     if fun is None:
         return functools.partial(jit, **kwargs)
     return jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)

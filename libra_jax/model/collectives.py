@@ -20,22 +20,26 @@ belongs to the objective, not here.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from libra_jax.types import Collective
 
 
-def _exclusive_cumprod(x):
+def _exclusive_cumprod(x, xp=jnp):
     """[..., D] -> [..., D] with out[..., d] = prod(x[..., :d]) (1 for d = 0)."""
-    ones = jnp.ones_like(x[..., :1])
-    return jnp.cumprod(jnp.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
+    ones = xp.ones_like(x[..., :1])
+    return xp.cumprod(xp.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
 
 
 def traffic_bytes(collective, size_bytes, communicator):
     """Per-dimension traffic of collectives, in bytes per NPU.
 
     Pure jnp, no Python loops over dimensions; works under ``jit`` / ``vmap`` and is
-    differentiable (linear) in ``size_bytes``. No implicit rank promotion.
+    differentiable (linear) in ``size_bytes``. No implicit rank promotion. Called with
+    numpy inputs only (building a problem on the host), it computes in numpy: the same
+    operations, without compiling a program per operation.
 
     Args:
       collective: [...] int ``types.Collective`` codes.
@@ -48,25 +52,27 @@ def traffic_bytes(collective, size_bytes, communicator):
       [..., D] float bytes each NPU sends on each dimension; 0 for NONE phases and for
       uninvolved dimensions.
     """
-    collective = jnp.asarray(collective)
-    m = jnp.asarray(size_bytes)
+    xp = (jnp if any(isinstance(a, jax.Array) for a in (collective, size_bytes, communicator))
+          else np)
+    collective = xp.asarray(collective)
+    m = xp.asarray(size_bytes)
     if not jnp.issubdtype(m.dtype, jnp.floating):
         m = m.astype(jnp.result_type(float))
-    g = jnp.asarray(communicator)
-    e = jnp.where(g > 0, g, 1).astype(m.dtype)  # effective group size, 1 = not involved
+    g = xp.asarray(communicator)
+    e = xp.where(g > 0, g, 1).astype(m.dtype)  # effective group size, 1 = not involved
     m = m[..., None]
     kind = collective[..., None]
 
     frac = (e - 1.0) / e  # e >= 1, never divides by 0
     # Reduce-scatter style: the message shrinks by e_k on each earlier dimension.
-    shrink = m / _exclusive_cumprod(e)
+    shrink = m / _exclusive_cumprod(e, xp)
     # All-gather walks from the last dimension down, growing by e_k on each later one.
-    grow = m * jnp.flip(_exclusive_cumprod(jnp.flip(e, axis=-1)), axis=-1)
+    grow = m * xp.flip(_exclusive_cumprod(xp.flip(e, axis=-1), xp), axis=-1)
 
-    zero = jnp.zeros_like(shrink)
-    out = jnp.where(kind == Collective.ALLREDUCE, 2.0 * shrink * frac, zero)
-    out = jnp.where(kind == Collective.REDUCESCATTER, shrink * frac, out)
-    out = jnp.where(kind == Collective.ALLGATHER, grow * (e - 1.0), out)
-    out = jnp.where(kind == Collective.ALLTOALL, m * frac, out)
-    out = jnp.where((kind == Collective.SENDRECV) & (e > 1.0), m, out)
+    zero = xp.zeros_like(shrink)
+    out = xp.where(kind == Collective.ALLREDUCE, 2.0 * shrink * frac, zero)
+    out = xp.where(kind == Collective.REDUCESCATTER, shrink * frac, out)
+    out = xp.where(kind == Collective.ALLGATHER, grow * (e - 1.0), out)
+    out = xp.where(kind == Collective.ALLTOALL, m * frac, out)
+    out = xp.where((kind == Collective.SENDRECV) & (e > 1.0), m, out)
     return out

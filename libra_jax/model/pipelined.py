@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.types import Block, Collective, LibraInputError, jit, show
+from libra_jax.types import Block, Collective, LibraInputError, show
 
 SCHEDULES = ("pipelined", "sequential", "balanced")
 GIB_PER_GB = 2.0**30 / 1e9
@@ -533,9 +533,9 @@ def _pieces_impl(collective, size_bytes, communicator, blocks, *, latency_ns, ch
 
 # The public functions validate the static options, then call a compiled body (eager
 # calls hit jit's cache; inside an outer jit / vmap the body is inlined).
-_time_jit = jit(_time_impl, static_argnames=_STATIC)
-_breakdown_jit = jit(_breakdown_impl, static_argnames=_STATIC)
-_pieces_jit = jit(_pieces_impl, static_argnames=_STATIC)
+_time_jit = jax.jit(_time_impl, static_argnames=_STATIC)
+_breakdown_jit = jax.jit(_breakdown_impl, static_argnames=_STATIC)
+_pieces_jit = jax.jit(_pieces_impl, static_argnames=_STATIC)
 
 
 def collective_time_ns(collective, size_bytes, communicator, blocks, bw_gbps, *, latency_ns,

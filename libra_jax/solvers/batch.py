@@ -59,7 +59,7 @@ from libra_jax.solvers.certificate import (
     status_codes,
     tangent_lp_bound,
 )
-from libra_jax.solvers.compilation import timed
+from libra_jax.solvers.compilation import STORE, timed
 from libra_jax.inputs.limits import (
     as_bool,
     as_instance,
@@ -73,7 +73,7 @@ from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, jit,
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice): its
 # entry points, like solve.py's, carry `types.float64`.
-CHUNK_LADDER = (16, 1024, 65536, 524288)
+CHUNK_LADDER = (16, 256, 1024, 65536, 524288)
 
 
 def default_max_chunk() -> int:
@@ -131,8 +131,9 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     long as the padding costs less than a new program would."""
 
     def cost(target, n):
-        plan = chunk_plan(n, max_chunk)
-        new = {c for c in plan if (target, c) not in compiled}
+        sizes = {c for shape, c in compiled if shape == target}
+        plan = chunk_plan(n, max_chunk, sizes, problem_seconds(target))
+        new = {c for c in plan if c not in sizes}
         return sum(plan) * problem_seconds(target) + COMPILE_SECONDS * len(new)
 
     def best_target(join, n):
@@ -182,6 +183,31 @@ def pad_stacked(p: Problem, shape: tuple[int, ...]) -> Problem:
     return dataclasses.replace(p, has_cost=False, **{f.name: pad(f) for f in ARRAY_FIELDS})
 
 
+def pad_concat(groups: list[Problem], shape: tuple[int, ...]) -> Problem:
+    """The stacked batches ``groups`` padded to ``shape`` (as `pad_stacked`) and
+    concatenated along the batch axis: one array per field, filled with the neutral values
+    and each group written into its block (no per-group padded copies)."""
+    for g in groups:
+        if any(a > b for a, b in zip(problem_sizes(g), shape)):
+            raise ValueError(f"problems of size {problem_sizes(g)} do not fit the bucket "
+                             f"{shape}")
+    size = dict(zip(SIZE_AXES, shape))
+    counts = [int(np.shape(g.lo)[0]) for g in groups]
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+    fields = {}
+    for field in ARRAY_FIELDS:
+        meta = field.metadata
+        axes = meta["axes"]
+        xs = [np.asarray(getattr(g, field.name)) for g in groups]
+        free = xs[0].shape[1:xs[0].ndim - len(axes)]
+        out = np.full((int(starts[-1]), *free, *(size[a] for a in axes)), meta["fill"],
+                      meta["dtype"])
+        for x, a, b in zip(xs, starts[:-1], starts[1:]):
+            out[(slice(a, b), ..., *(slice(0, k) for k in x.shape[x.ndim - len(axes):]))] = x
+        fields[field.name] = out
+    return dataclasses.replace(groups[0], has_cost=False, **fields)
+
+
 def stack(problems: list[Problem]) -> Problem:
     """Stacks same-shape problems along a new leading batch axis (numpy leaves)."""
     problems = [dataclasses.replace(q, has_cost=False) for q in problems]
@@ -198,16 +224,21 @@ def unstack(p: Problem, i: int) -> Problem:
     return jax.tree.map(lambda x: np.asarray(x)[i], p)
 
 
-def chunk_plan(n: int, max_chunk: int) -> list[int]:
+def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0) -> list[int]:
     """Chunk sizes covering ``n`` problems: full chunks of the largest `CHUNK_LADDER` size
-    <= ``max_chunk``, then one chunk of the smallest ladder size that holds the rest (padded
-    by repeating a problem). With the ladder 16, 1024, 65536, ... a bucket compiles at most
-    two or three programs whatever the batch sizes."""
+    <= ``max_chunk``, then one chunk of a ladder size that holds the rest (padded by
+    repeating a problem): the smallest, unless a larger one already compiled
+    (``compiled_sizes``) costs less to run (``problem_s`` seconds per problem slot) than a
+    new program costs to compile (`COMPILE_SECONDS`). With the ladder 16, 256, 1024,
+    65536, ... a bucket compiles a few programs whatever the batch sizes."""
     ladder = [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
     full, left = divmod(n, ladder[-1])
     plan = [ladder[-1]] * full
     if left:
-        plan.append(next(c for c in ladder if c >= left))
+        fits = [c for c in ladder if c >= left]
+        plan.append(min(fits, key=lambda c: (
+            c * problem_s + (0.0 if c in compiled_sizes or c in plan else COMPILE_SECONDS),
+            c)))
     return plan
 
 
@@ -262,8 +293,8 @@ _COMPILED: set = set()
 def compiled_programs() -> int:
     """How many kernel programs (bucket x chunk size x dtype x config) are compiled (and
     exact-step programs of the host's polish, one per bucket that needed it)."""
-    return (_kernel._cache_size() + _kernel_optax._cache_size() + _evaluate_f64._cache_size()
-            + _exact_step._cache_size())
+    return (STORE.programs() + _kernel._cache_size() + _kernel_optax._cache_size()
+            + _evaluate_f64._cache_size() + _exact_step._cache_size())
 
 
 @dataclasses.dataclass
@@ -335,25 +366,32 @@ def _cast(p: Problem, dtype) -> Problem:
         else np.asarray(x), p)
 
 
-def _run_bucket(p: Problem, cap, cap_on, *, dtype, max_chunk, devices, config):
-    """Solves a padded stacked bucket in ladder-sized chunks; returns numpy arrays
-    (bw [B, D], step_s, lb_s, violation, iterations, finite, started_inside)."""
+def _call_jit(fn, args, static=None):
+    """``fn(*args, **static)`` through jit's own cache (sharded calls: the store keeps
+    single-device executables only)."""
+    return fn(*args, **(static or {}))
+
+
+def _run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config):
+    """Solves a padded stacked bucket in the chunks of ``plan`` (`chunk_plan`); returns
+    numpy arrays (bw [B, D], step_s, lb_s, violation, iterations, finite, started_inside)."""
     n = p.lo.shape[0]
     ndev = len(devices)
     outs, start = [], 0
-    for size in chunk_plan(n, max_chunk):
+    for size in plan:
         size = -(-size // ndev) * ndev
         idx = np.arange(start, start + size)
         idx = np.where(idx < n, idx, start)  # the last chunk repeats its first problem
         part, c, on = take(p, idx), cap[idx], cap_on[idx]
         low = _cast(part, dtype)
         args = _shard((low, c.astype(dtype), on), devices)
+        run = STORE.call if ndev == 1 else _call_jit
         if isinstance(config, first_order.FirstOrderConfig):
-            out = _kernel_optax(args[0], config)
+            out = run(_kernel_optax, (args[0],), {"config": config})
         else:
-            out = _kernel(*args, config)
+            out = run(_kernel, args, {"config": config})
         if np.dtype(dtype) != np.float64:
-            bw, step, lb, viol = _evaluate_f64(*_shard((part, out, c, on), devices))
+            bw, step, lb, viol = run(_evaluate_f64, _shard((part, out, c, on), devices))
         else:
             bw, step, lb, viol = out.bw, out.step_s, out.lb_s, out.violation
         got = jax.device_get((bw, step, lb, viol, out.iterations, out.finite,
@@ -384,7 +422,7 @@ def _polish(q: Problem, x):
     d = q.lo.shape[-1]
     padded = pad_one(q)
     start = np.concatenate([np.asarray(x, np.float64), np.ones(padded.lo.shape[-1] - d)])
-    out = jax.device_get(_exact_step(padded, jnp.asarray(start)))
+    out = jax.device_get(STORE.call(_exact_step, (padded, jnp.asarray(start))))
     return (np.asarray(out.bw[:d]), float(out.objective_s), float(out.lb_s),
             float(out.violation))
 
@@ -452,12 +490,14 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     bws: list = [None] * len(groups)
     for shape, gis in by_bucket.items():
         order = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in gis])
-        bucket = jax.tree.map(lambda *xs: np.concatenate(xs),
-                              *[pad_stacked(groups[g], shape) for g in gis])
+        bucket = pad_concat([groups[g] for g in gis], shape)
         c = caps[order]
+        plan = chunk_plan(len(order), max_chunk, {size for k, b, size in _COMPILED
+                                                  if k == kind and b == shape},
+                          problem_seconds(shape))
         out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
-                          dtype=dtype, max_chunk=max_chunk, devices=devices, config=config)
-        _COMPILED.update((kind, shape, size) for size in chunk_plan(len(order), max_chunk))
+                          dtype=dtype, plan=plan, devices=devices, config=config)
+        _COMPILED.update((kind, shape, size) for size in plan)
         start = 0
         for g in gis:
             bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]

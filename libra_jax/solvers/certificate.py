@@ -44,18 +44,21 @@ TOLERANCES = {np.dtype(np.float64): (GAP_TOL, VIOLATION_TOL),
 
 
 def status_codes(started_inside, finite, gap, rel_viol, gap_tol: float = GAP_TOL,
-                 viol_tol: float = VIOLATION_TOL) -> jax.Array:
-    """The status rule (`types.Status` codes), elementwise, in jnp (inside jit or on the host):
+                 viol_tol: float = VIOLATION_TOL):
+    """The status rule (`types.Status` codes), elementwise: numpy on the host, jnp for jax
+    arrays (inside jit too; a host call in jnp would compile six small programs):
     INFEASIBLE where the start was not strictly inside, else NONFINITE where a quantity is
     not finite, else OK where the certified relative gap <= ``gap_tol`` and the relative
     violation <= ``viol_tol``, else NOT_CONVERGED (a method that certifies nothing passes
     gap = +inf)."""
-    inside = jnp.asarray(started_inside, bool)
-    finite = jnp.asarray(finite, bool)
-    ok = (jnp.asarray(gap) <= gap_tol) & (jnp.asarray(rel_viol) <= viol_tol)
-    return jnp.where(~inside, int(Status.INFEASIBLE),
-                     jnp.where(~finite, int(Status.NONFINITE),
-                               jnp.where(ok, int(Status.OK), int(Status.NOT_CONVERGED))))
+    args = (started_inside, finite, gap, rel_viol)
+    xp = jnp if any(isinstance(a, jax.Array) for a in args) else np
+    inside = xp.asarray(started_inside, bool)
+    finite = xp.asarray(finite, bool)
+    ok = (xp.asarray(gap) <= gap_tol) & (xp.asarray(rel_viol) <= viol_tol)
+    return xp.where(~inside, int(Status.INFEASIBLE),
+                    xp.where(~finite, int(Status.NONFINITE),
+                             xp.where(ok, int(Status.OK), int(Status.NOT_CONVERGED))))
 
 
 def relative_gap(value, lb):

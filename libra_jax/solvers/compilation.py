@@ -10,6 +10,10 @@ and for Python users alike, and the clock that tells compilation from solving.
   only what the cache needs: ``jax_enable_compilation_cache``, ``jax_compilation_cache_dir``
   and the two thresholds that decide which programs are kept (every program is: the solvers
   compile many small ones).
+* :class:`ExecutableStore` (:data:`STORE`) -- the batch kernels' compiled XLA executables,
+  kept on disk next to JAX's cache (``<cache>/executables``) and loaded without tracing or
+  lowering: JAX's own cache must trace and lower a program to find it (1.5-2.5 s for the
+  kernel), the store reads it by a key of the call's shapes.
 * :class:`CompileClock` -- seconds JAX spends tracing, lowering and compiling (or loading from
   the cache) while it runs, read from ``jax.monitoring``'s duration events; results report
   them as ``compile_seconds``, apart from ``solve_seconds`` (:func:`timed`, the decorator of
@@ -18,14 +22,26 @@ and for Python users alike, and the clock that tells compilation from solving.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import hashlib
 import os
+import pathlib
+import pickle
+import platform
+import tempfile
+import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import jax
+import jaxlib
+import numpy as np
+from jax.experimental import serialize_executable
 from jax.experimental.compilation_cache import compilation_cache
+
+from libra_jax.types import COMPILER_OPTIONS
 
 #: The environment variable naming the cache folder ("" = no cache).
 CACHE_ENV = "LIBRA_JAX_CACHE_DIR"
@@ -39,6 +55,7 @@ COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
     "/jax/core/compile/jaxpr_to_mlir_module_duration",
     "/jax/core/compile/backend_compile_duration",
+    "/libra_jax/executable_store/load_duration",
 )
 
 _DECIDED = False  # set once this process has chosen a cache (or none)
@@ -143,3 +160,168 @@ def timed(fn):
                                    compile_seconds=clock.seconds)
 
     return wrapper
+
+
+# ------------------------------------------------------------------------------------------
+# The executable store
+
+
+def _code_fingerprint() -> str:
+    """Hash of the package's model and solver sources (what a kernel is compiled from): a
+    stored executable of an older version of the code is never used."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([root / "types.py", *(root / "model").glob("*.py"),
+                        *(root / "solvers").glob("*.py")]):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _host_fingerprint() -> str:
+    """The machine an XLA executable was built for: JAX and jaxlib versions, the backend and
+    its devices, the CPU's architecture and instruction-set flags (an executable of a
+    machine with AVX-512 must not run on one without), the XLA flags."""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    devices = jax.local_devices()
+    parts = (jax.__version__, jaxlib.__version__, jax.default_backend(),
+             devices[0].device_kind if devices else "", len(devices), platform.machine(),
+             flags, os.environ.get("XLA_FLAGS", ""), jax.config.jax_enable_x64,
+             sorted(COMPILER_OPTIONS.items()))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _signature(args, static) -> tuple:
+    """What identifies a program of one function: the tree of the arguments with each
+    leaf's shape and dtype, and the static arguments."""
+    leaves, tree = jax.tree.flatten(args)
+    return (str(tree), tuple((np.shape(x), np.result_type(x).name) for x in leaves),
+            repr(sorted(static.items())))
+
+
+@contextlib.contextmanager
+def _without_jax_cache():
+    """JAX's persistent cache off for one compilation: an executable JAX loaded from its
+    cache cannot be serialised again (its functions are missing: "Function ... not found"
+    when the copy runs), so what the store keeps is always compiled afresh."""
+    was = jax.config.jax_enable_compilation_cache
+    if not was:
+        yield
+        return
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+        compilation_cache.reset_cache()
+
+
+class ExecutableStore:
+    """Compiled programs of the batch kernels, in memory and on disk.
+
+    ``call(fn, args, static)`` runs the jitted ``fn`` on ``args`` (``static``: its static
+    keyword arguments). The first call of a signature (`_signature`) in a process loads the
+    executable from ``<cache folder>/executables/<key>.xla`` if a process on this machine
+    compiled it before (the key covers the code, JAX, the machine and the signature), else
+    traces, lowers and compiles it and writes it there (atomically; no folder: memory only).
+    A stored file that fails to load or to run is deleted and compiled again. Compilation
+    and loading are timed as JAX's are (`CompileClock` adds them)."""
+
+    def __init__(self) -> None:
+        self._memory: dict[tuple, Any] = {}
+        self._fingerprint: str | None = None
+        self._lock = threading.Lock()
+        self.loaded = 0  # executables read from disk in this process
+        self.compiled = 0  # executables compiled in this process
+
+    def programs(self, fn: Callable | None = None) -> int:
+        """Executables in memory (of ``fn`` only, if given)."""
+        return sum(1 for key in self._memory if fn is None or key[0] == _name(fn))
+
+    def folder(self) -> pathlib.Path | None:
+        directory = jax.config.jax_compilation_cache_dir
+        if not jax.config.jax_enable_compilation_cache or not directory:
+            return None
+        return pathlib.Path(os.path.expanduser(directory)) / "executables"
+
+    def _key(self, name: str, sig: tuple) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = hashlib.sha256(
+                (_code_fingerprint() + _host_fingerprint()).encode()).hexdigest()
+        return hashlib.sha256(repr((self._fingerprint, name, sig)).encode()).hexdigest()
+
+    def call(self, fn, args: tuple, static: dict | None = None):
+        static = static or {}
+        sig = (_name(fn), _signature(args, static))
+        exe = self._memory.get(sig)
+        if exe is not None:
+            return exe(*args)
+        with self._lock:
+            folder = self.folder()
+            path = None if folder is None else folder / (self._key(*sig) + ".xla")
+            if path is not None and path.exists():
+                exe = self._load(path)
+                if exe is not None:
+                    try:
+                        out = jax.block_until_ready(exe(*args))
+                    except jax.errors.JaxRuntimeError:
+                        exe = None
+                    else:
+                        self._memory[sig] = exe
+                        self.loaded += 1
+                        return out
+                path.unlink(missing_ok=True)
+            exe = self._compile(fn, args, static, path)
+            self._memory[sig] = exe
+            self.compiled += 1
+        return exe(*args)
+
+    @staticmethod
+    def _load(path: pathlib.Path):
+        start = time.perf_counter()
+        try:
+            payload = pickle.loads(path.read_bytes())
+            exe = serialize_executable.deserialize_and_load(*payload)
+        except Exception:  # noqa: BLE001 -- a damaged or foreign file is compiled again
+            return None
+        jax.monitoring.record_event_duration_secs(
+            STORE_LOAD_EVENT, time.perf_counter() - start)
+        return exe
+
+    @staticmethod
+    def _compile(fn, args, static, path: pathlib.Path | None):
+        with _without_jax_cache():
+            exe = fn.trace(*args, **static).lower().compile()
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                blob = pickle.dumps(serialize_executable.serialize(exe))
+                with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+                    tmp.write(blob)
+                os.replace(tmp.name, path)
+            except OSError:
+                pass  # a read-only or full cache folder: the program stays in memory
+        return exe
+
+    def clear_memory(self) -> None:
+        """Forgets the executables in memory (the files stay): the next call of each
+        signature loads it again, as a new process would."""
+        self._memory.clear()
+
+
+def _name(fn) -> str:
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+#: The jax.monitoring event of loading an executable from the store (counted as compile
+#: time, as JAX counts a persistent-cache hit).
+STORE_LOAD_EVENT = "/libra_jax/executable_store/load_duration"
+
+#: The process's store (the batch engine's kernels run through it).
+STORE = ExecutableStore()

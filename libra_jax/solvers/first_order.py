@@ -40,6 +40,7 @@ still certify it on the host, as the batch engine does).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -50,7 +51,7 @@ from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
 from libra_jax.solvers import active_set
 from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
-from libra_jax.types import float64, jit, show
+from libra_jax.types import float64, show
 
 FINAL_TEMPERATURE = 1e-6  # relative log-sum-exp temperature reached at the last step
 FINAL_LR_FACTOR = 1e-4  # the learning rate decays geometrically to this fraction
@@ -339,7 +340,7 @@ def solve_first_order(
     return _solve_jit(p, params, config, price, start)
 
 
-@jit(static_argnames="config")
+@functools.partial(jax.jit, static_argnames="config")
 def _solve_jit(p: Problem, params: FirstOrderParams, config: FirstOrderConfig, price, start):
     return _solve(p, params, config, price, start)
 

@@ -143,11 +143,20 @@ def design_metrics(p: Problem, bw) -> tuple[float, float, float | None]:
     """(step time ns, communication time ns, network cost $ or None without a cost model)
     of the bandwidths ``bw`` [D] on problem ``p`` (host floats, evaluated in float64 whoever
     calls: `result_from_batch` runs outside the solvers' float64 calls)."""
-    bw = jnp.asarray(bw)
-    step = float(model.step_time_s(bw, p)) * 1e9
-    comm = float(model.comm_time_s(bw, p)) * 1e9
-    cost = float(model.network_cost_usd(bw, p)) if p.has_cost else None
-    return step, comm, cost
+    step, comm, cost = jax.device_get(_metrics_jit(jnp.asarray(bw), p))
+    return float(step) * 1e9, float(comm) * 1e9, float(cost) if p.has_cost else None
+
+
+@jit
+def _metrics_jit(bw, p: Problem):
+    """(step s, communication s, cost $) in one program (eager, each of the model's
+    operations would compile a program of its own)."""
+    return model.step_time_s(bw, p), model.comm_time_s(bw, p), model.network_cost_usd(bw, p)
+
+
+@jit
+def _max_violation_jit(bw, p: Problem):
+    return model.max_violation(bw, p)
 
 
 def _result(p, objective, status, bw, gap, lb, rel_viol, seconds) -> SolveResult:
@@ -308,7 +317,7 @@ class _Search:
         search's cap or price is not a constraint of perf_per_cost); returns its product."""
         prod = float(step_s) * (self.offset + float(self.rates @ bw))
         if prod < self.best[0]:
-            self.best = (prod, bw, float(model.max_violation(jnp.asarray(bw), self.p)))
+            self.best = (prod, bw, float(_max_violation_jit(jnp.asarray(bw), self.p)))
         return prod
 
     def lower_envelope(self):
@@ -535,7 +544,7 @@ def _polish_projection(p, target, x, lin, g, h, e, f, e_on):
     else:
         # min ||y - target||^2 s.t. a y = b  ->  y = target - a^+ (a target - b)
         y = target - np.linalg.pinv(a) @ (a @ target - b)
-    viol = float(model.max_violation(jnp.asarray(y), p))
+    viol = float(_max_violation_jit(jnp.asarray(y), p))
     return y if viol <= 1e-12 * scale else x
 
 
@@ -550,7 +559,7 @@ def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline
     config = check_config(config, BarrierConfig)
     d = p.num_dims
     target = np.full(d, float(p.total_bw_gbps) / d)
-    viol = float(model.max_violation(jnp.asarray(target), p))
+    viol = float(_max_violation_jit(jnp.asarray(target), p))
     projected = viol > VIOLATION_TOL * violation_scale(p)
     if projected:
         x, lin, g, h, e, f, e_on = jax.device_get(_project_jit(p, jnp.asarray(target), config))

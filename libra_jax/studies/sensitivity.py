@@ -68,7 +68,7 @@ from libra_jax.model.problem import check_spec, power_row
 from libra_jax.model.timing import TimingModel
 from libra_jax.solvers.batch import check_problem
 from libra_jax.solvers.certificate import epigraph_rows
-from libra_jax.solvers.solve import SolveResult
+from libra_jax.solvers.solve import SolveResult, design_metrics
 from libra_jax.types import LibraInputError, float64
 
 _NS = 1e9  # s -> ns
@@ -162,6 +162,12 @@ def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
     )
 
 
+@jax.jit
+def _epigraph_times(bw, p):
+    """(phase x dim times [K, D], piece times [J]) in s, as one compiled program."""
+    return model.dim_times_s(bw, p), model.piece_times_s(bw, p)
+
+
 def _multiplier_lp(p, x, rows, s_t, g0, value):
     """Optimal multipliers at x: minimise the complementary-slackness residual subject to
     stationarity in bw (s_t dT/dx + g0 + A_in^T lam + A_eq^T nu - alpha + beta = 0, dT/dx from
@@ -176,10 +182,9 @@ def _multiplier_lp(p, x, rows, s_t, g0, value):
     used = coef > 0
     safe_x = np.where(used, x[None, :], 1.0)
     # Every epigraph variable's value at x (LIBRA phases, then pieces), for nested rows.
-    bw = jnp.asarray(x)
-    t_all = np.concatenate([
-        np.max(np.asarray(model.dim_times_s(bw, p)), axis=1, initial=0.0),
-        np.asarray(model.piece_times_s(bw, p))])
+    dim_s, piece_s = jax.device_get(_epigraph_times(jnp.asarray(x), p))
+    t_all = np.concatenate([np.max(np.asarray(dim_s), axis=1, initial=0.0),
+                            np.asarray(piece_s)])
     r_val = const + np.sum(np.where(used, coef / safe_x, 0.0), axis=1) + nest @ t_all  # [R] s
     top = np.full(weight.shape[0], -np.inf)
     np.maximum.at(top, group, r_val)
@@ -282,7 +287,7 @@ def _size_gradient(p, workload, x, pi_kd):
         t = traffic_bytes(jnp.asarray(coll), s, jnp.asarray(comm))
         return jnp.sum(jnp.asarray(weight_ld) * t / jnp.asarray(x).reshape(1, 1, d))
 
-    return np.asarray(jax.grad(lagr)(jnp.asarray(size)))
+    return np.asarray(jax.jit(jax.grad(lagr))(jnp.asarray(size)))  # one program, not ~20
 
 
 @float64
@@ -359,7 +364,7 @@ def sensitivities(problem, result, *, spec, network=None, workload=None,
     d = x.shape[0]
     rows = epigraph_rows(problem)
     named, eq_pos, in_pos = _named_rows(problem, spec, d)
-    t_s = float(model.step_time_s(jnp.asarray(x), problem))
+    t_s = design_metrics(problem, x)[0] / 1e9  # (one compiled program)
     rates = np.asarray(problem.cost_rate, np.float64)
     if objective == "perf":
         s_t, g0, value = 1.0, np.zeros(d), t_s
