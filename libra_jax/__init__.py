@@ -45,7 +45,7 @@ from libra_jax.model.problem import (
     problems_from_stacked,
 )
 from libra_jax.model.timing import TimingModel, build_timed_problem
-from libra_jax.solvers.batch import BatchResult, solve_batch, solve_stacked
+from libra_jax.solvers.batch import BatchResult, WarmUp, solve_batch, solve_stacked, warm_up
 from libra_jax.solvers.solve import Baseline, SolveResult, equal_split, solve
 from libra_jax.studies.multi import MultiResult, solve_multi
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
@@ -64,6 +64,7 @@ __all__ = [
     "SolveResult",
     "Status",
     "TimingModel",
+    "WarmUp",
     "Workload",
     "build_problem",
     "build_timed_problem",
@@ -86,4 +87,5 @@ __all__ = [
     "solve_stacked",
     "step_time_s",
     "time_x_cost",
+    "warm_up",
 ]

@@ -105,6 +105,8 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
 #: (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x (1 + (K + R) / 64) (measured 72-82 us at
 #: D 4, 162-220 us at D 8, 662 us at D 16, per problem of a 1024 chunk, whatever K).
 COMPILE_SECONDS = 5.0
+#: Host work per chunk (slicing, casting, the call, fetching the results), estimated.
+CHUNK_SECONDS = 2e-3
 
 
 def problem_seconds(shape: tuple[int, ...]) -> float:
@@ -225,21 +227,30 @@ def unstack(p: Problem, i: int) -> Problem:
 
 
 def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0) -> list[int]:
-    """Chunk sizes covering ``n`` problems: full chunks of the largest `CHUNK_LADDER` size
-    <= ``max_chunk``, then one chunk of a ladder size that holds the rest (padded by
-    repeating a problem): the smallest, unless a larger one already compiled
-    (``compiled_sizes``) costs less to run (``problem_s`` seconds per problem slot) than a
-    new program costs to compile (`COMPILE_SECONDS`). With the ladder 16, 256, 1024,
-    65536, ... a bucket compiles a few programs whatever the batch sizes."""
+    """Chunk sizes covering ``n`` problems, all from `CHUNK_LADDER` (<= ``max_chunk``; the
+    last chunk is padded by repeating a problem): the cheapest, by the cost model of
+    `plan_buckets` (``problem_s`` seconds per problem slot, `COMPILE_SECONDS` per chunk size
+    not in ``compiled_sizes``, `CHUNK_SECONDS` per chunk), of full chunks of the largest
+    size then one of a size holding the rest, and one size throughout. With no cost given
+    that is the first: a bucket compiles a few programs whatever the batch sizes; a size
+    already compiled is reused rather than compiling another (a call of 10,000 after one of
+    200 runs 40 chunks of 256 unless a program of 1024 pays for its compilation)."""
     ladder = [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
     full, left = divmod(n, ladder[-1])
-    plan = [ladder[-1]] * full
+    mixed = [ladder[-1]] * full
+    plans = []
     if left:
-        fits = [c for c in ladder if c >= left]
-        plan.append(min(fits, key=lambda c: (
-            c * problem_s + (0.0 if c in compiled_sizes or c in plan else COMPILE_SECONDS),
-            c)))
-    return plan
+        plans += [mixed + [c] for c in ladder if c >= left]
+    else:
+        plans.append(mixed)
+    plans += [[c] * -(-n // c) for c in ladder if n > 0]
+
+    def cost(plan):
+        new = {c for c in plan if c not in compiled_sizes}
+        return (sum(plan) * problem_s + COMPILE_SECONDS * len(new)
+                + CHUNK_SECONDS * len(plan), sum(plan))
+
+    return min(plans, key=cost) if plans else []
 
 
 @jit(static_argnames="config")
@@ -637,6 +648,75 @@ def _check_options(caps, n: int, dtype, chunk, devices, certify_on_host, float64
     as_bool(certify_on_host, "certify_on_host")
     as_bool(float64_fallback, "float64_fallback")
     return caps, kind, chunk, devices
+
+
+@dataclasses.dataclass
+class WarmUp:
+    """What `warm_up` prepared: the kernel programs (bucket, chunk size) a later call will
+    run, and how long compiling (or loading them from the cache) took."""
+
+    programs: list  # [(bucket (D, K, I, E, J, R), chunk size)]
+    solve_seconds: float = float("nan")  # the run of each program on a dummy chunk
+    compile_seconds: float = float("nan")
+
+
+@float64
+@timed
+def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
+            dtype=np.float64, chunk: int | None = None, devices=None, method: str = "ipm",
+            config=None) -> WarmUp:
+    """Compiles (or loads from the cache) the kernel programs that `solve_batch` will need
+    for problems like ``problems``, so that a later call pays no compilation.
+
+    Args:
+      problems: a sample of the problems to come (their sizes decide the buckets); they are
+        not solved.
+      count: how many problems the later call will have (default ``len(problems)``), in
+        the proportions of the sample: it decides the chunk sizes.
+      caps: as `solve_batch` (checked: ``method="optax"`` takes none; caps change no
+        program); dtype, chunk, devices, method, config: as `solve_batch`.
+
+    Returns:
+      `WarmUp`: the programs and ``compile_seconds``. Programs already compiled in this
+      process are not compiled again, and the bucket plan takes them into account, as the
+      later call's plan will.
+    """
+    config = _method_config(method, config, caps)
+    problems = [check_problem(q, f"problems[{i}]") for i, q in enumerate(
+        as_list(problems, "problems", what="a list of problems (Problem)"))]
+    if not problems:
+        raise LibraInputError("problems = []: give at least one problem to warm up for.")
+    n = len(problems)
+    count = n if count is None else as_int(count, "count", 1)
+    caps, dtype, chunk, devices = _check_options(caps, n, dtype, chunk, devices, True, True)
+    devices = jax.local_devices() if devices is None else list(devices)
+    max_chunk = chunk or default_max_chunk()
+    first: dict[tuple, Problem] = {}
+    counts: dict[tuple, int] = {}
+    for q in problems:
+        shape = bucket_shape(q)
+        first.setdefault(shape, q)
+        counts[shape] = counts.get(shape, 0) + 1
+    counts = {shape: max(1, round(c * count / n)) for shape, c in counts.items()}
+    kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
+    compiled = frozenset((shape, c) for k, shape, c in _COMPILED if k == kind)
+    target = plan_buckets(counts, max_chunk, compiled)
+    totals: dict[tuple, int] = {}
+    for shape, c in counts.items():
+        totals[target[shape]] = totals.get(target[shape], 0) + c
+    programs = []
+    for shape, total in totals.items():
+        sample = next(first[s] for s in counts if target[s] == shape)
+        bucket = pad_concat([stack([sample])], shape)
+        plan = chunk_plan(total, max_chunk, {c for k, b, c in _COMPILED
+                                             if k == kind and b == shape},
+                          problem_seconds(shape))
+        for size in sorted(set(plan)):  # (a cap changes no program: cap_on is an input)
+            _run_bucket(bucket, np.zeros(1), np.zeros(1, bool), dtype=dtype,
+                        plan=[size], devices=devices, config=config)
+            _COMPILED.add((kind, shape, size))
+            programs.append((shape, size))
+    return WarmUp(programs)
 
 
 @float64
