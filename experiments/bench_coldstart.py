@@ -12,7 +12,8 @@ imported before it starts, with ``LIBRA_JAX_CACHE_DIR`` pointing at a new, empty
   one `solve_batch` call; timed from after ``import libra_jax`` (build, call) and as a whole
   process;
 * api_big: the same in a fresh process for ``--big`` problems, then a second call with other
-  values and another count (``--big`` + 1,234), "warm";
+  values and another count (``--big`` + 1,234), "warm"; once built one by one (the list
+  API), once by the documented stacked path (`stacked_groups`, `solve_stacked`);
 * cli: ``python -m libra_jax.train conf=turing_nlg`` as a whole process, against
   ``python -c "import jax, hydra"`` in the same run;
 * loop: cvxpy + Clarabel over the same ``--n`` problems, one after another (the reference
@@ -76,26 +77,59 @@ def build_problems(raw: list[dict]) -> list:
             for r in raw]
 
 
+def stacked_groups(raw: list[dict]):
+    """The documented stacked path for a list of mixed sizes (README "Python API"): one
+    stacked problem per (D, mode) group, phases padded with zero traffic and weight, built
+    by `problems_from_stacked`; returns (stacks, the input index of each stacked row)."""
+    from libra_jax.model.problem import problems_from_stacked  # noqa: PLC0415
+
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(raw):
+        groups.setdefault((len(r["lo"]), r["mode"]), []).append(i)
+    stacks, order = [], []
+    for (d, mode), idx in groups.items():
+        k = max(len(raw[i]["weight"]) for i in idx)
+        traffic = np.zeros((len(idx), k, d))
+        weight = np.zeros((len(idx), k))  # padding phases: no traffic, weight 0
+        for j, i in enumerate(idx):
+            t = np.asarray(raw[i]["traffic_gb"])
+            traffic[j, :t.shape[0]] = t
+            weight[j, :t.shape[0]] = raw[i]["weight"]
+        stacks.append(problems_from_stacked(
+            traffic, weight, np.array([raw[i]["compute_s"] for i in idx]),
+            total_bw_gbps=np.array([raw[i]["total"] for i in idx]), total_bw_mode=mode,
+            lower_gbps=np.array([raw[i]["lo"] for i in idx]),
+            upper_gbps=np.array([raw[i]["hi"] for i in idx])))
+        order += idx
+    return stacks, np.asarray(order)
+
+
 WORKER = r"""
 import json, sys, time
 t_start = time.perf_counter()
 import numpy as np
 import libra_jax as lj
 sys.path.insert(0, {root!r} + "/experiments")
-from bench_coldstart import build_problems, random_problems
+from bench_coldstart import build_problems, random_problems, stacked_groups
 t_import = time.perf_counter()
 out = {{"import_s": t_import - t_start}}
-for tag, seed, n, scale in {calls!r}:
+for tag, seed, n, scale, how in {calls!r}:
     raw = random_problems(seed, n, scale)
     t0 = time.perf_counter()
-    ps = build_problems(raw)
+    if how == "stacked":
+        stacks, order = stacked_groups(raw)
+    else:
+        ps = build_problems(raw)
     t1 = time.perf_counter()
-    res = lj.solve_batch(ps)
+    res = lj.solve_stacked(stacks) if how == "stacked" else lj.solve_batch(ps)
     t2 = time.perf_counter()
+    step = np.asarray(res.step_time_ns)
+    if how == "stacked":
+        step = step[np.argsort(order)]
     out[tag] = dict(n=n, build_s=t1 - t0, call_s=t2 - t1, compile_s=res.compile_seconds,
                     solve_s=res.solve_seconds, ok=sum(s == "ok" for s in res.status),
                     max_gap=float(np.max(res.optimality_gap)),
-                    step_ns=[float(x) for x in res.step_time_ns[:{check}]])
+                    step_ns=[float(x) for x in step[:{check}]])
 out["process_s"] = time.perf_counter() - t_start
 print("RESULT " + json.dumps(out))
 """
@@ -170,7 +204,7 @@ def main(argv=None) -> int:
     for tag, cache in (("api first call, empty cache", cold),
                        ("api first call, cache warm (2nd process)", cold),
                        ("api first call, cache off", "")):
-        out, wall = run_worker([("first", 1, args.n, 1.0)], cache, check)
+        out, wall = run_worker([("first", 1, args.n, 1.0, "list")], cache, check)
         f = out["first"]
         err = max(abs(a - b) / b for a, b in zip(f["step_ns"], ref[:check]))
         call = f["build_s"] + f["call_s"]
@@ -180,19 +214,21 @@ def main(argv=None) -> int:
                      f"vs cvxpy <= {err:.1e}", f"{call / loop_s:.2f}x",
                      f"{args.n / call:,.1f}/s"))
 
-    big_cache = str(tmp / "cache_big")
-    out, wall = run_worker([("big", 2, args.big, 3.0), ("again", 3, args.big + 1234, 0.5)],
-                           big_cache, 0)
-    for tag, key in (("api, fresh process, 1st call (empty cache)", "big"),
-                     ("api, same process, 2nd call (other values and count)", "again")):
-        f = out[key]
-        call = f["build_s"] + f["call_s"]
-        rate = f["n"] / call
-        rows.append((tag, f"{f['n']:,}", f"{call:.2f} s (build {f['build_s']:.2f}, compile "
-                     f"{f['compile_s']:.2f}, solve {f['solve_s']:.2f})",
-                     f"{wall:.1f} s" if key == "big" else "",
-                     f"ok {f['ok']}/{f['n']}, gap <= {f['max_gap']:.1e}", "",
-                     f"{rate:,.1f}/s = {rate / loop_rate:.2f}x the loop"))
+    for how in ("list", "stacked"):
+        out, wall = run_worker([("big", 2, args.big, 3.0, how),
+                                ("again", 3, args.big + 1234, 0.5, how)],
+                               str(tmp / f"cache_big_{how}"), 0)
+        for tag, key in ((f"api {how}, fresh process, 1st call (empty cache)", "big"),
+                         (f"api {how}, same process, 2nd call (other values and count)",
+                          "again")):
+            f = out[key]
+            call = f["build_s"] + f["call_s"]
+            rate = f["n"] / call
+            rows.append((tag, f"{f['n']:,}", f"{call:.2f} s (build {f['build_s']:.2f}, "
+                         f"compile {f['compile_s']:.2f}, solve {f['solve_s']:.2f})",
+                         f"{wall:.1f} s" if key == "big" else "",
+                         f"ok {f['ok']}/{f['n']}, gap <= {f['max_gap']:.1e}", "",
+                         f"{rate:,.1f}/s = {rate / loop_rate:.2f}x the loop"))
 
     base = timed_process([sys.executable, "-c", "import jax, hydra"])
     cli_cache = str(tmp / "cache_cli")

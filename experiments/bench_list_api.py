@@ -15,33 +15,9 @@ import time
 
 import numpy as np
 
-from bench_coldstart import build_problems, random_problems
+from bench_coldstart import build_problems, random_problems, stacked_groups
 
 import libra_jax as lj  # noqa: E402
-from libra_jax.model.problem import problems_from_stacked
-
-
-def stacked_groups(raw: list[dict]):
-    """(stacked problems, one per (D, mode) group; the input index of each stacked row)."""
-    groups: dict[tuple, list[int]] = {}
-    for i, r in enumerate(raw):
-        groups.setdefault((len(r["lo"]), r["mode"]), []).append(i)
-    stacks, order = [], []
-    for (d, mode), idx in groups.items():
-        k = max(len(raw[i]["weight"]) for i in idx)
-        traffic = np.zeros((len(idx), k, d))
-        weight = np.zeros((len(idx), k))  # padding phases: no traffic, weight 0
-        for j, i in enumerate(idx):
-            t = np.asarray(raw[i]["traffic_gb"])
-            traffic[j, :t.shape[0]] = t
-            weight[j, :t.shape[0]] = raw[i]["weight"]
-        stacks.append(problems_from_stacked(
-            traffic, weight, np.array([raw[i]["compute_s"] for i in idx]),
-            total_bw_gbps=np.array([raw[i]["total"] for i in idx]), total_bw_mode=mode,
-            lower_gbps=np.array([raw[i]["lo"] for i in idx]),
-            upper_gbps=np.array([raw[i]["hi"] for i in idx])))
-        order += idx
-    return stacks, np.asarray(order)
 
 
 def main(argv=None) -> int:

@@ -21,11 +21,13 @@ SNIPPET = """
 import json, numpy as np, jax
 from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
 from libra_jax.solvers.batch import solve_batch
+from libra_jax.solvers.compilation import STORE
 ps = [problem_from_arrays(np.array([[1.0, 2.0, 0.5]]) * (i + 1), np.ones(1), 0.01, None,
                           ConstraintSpec(total_bw_gbps=100.0)) for i in range(3)]
 r = solve_batch(ps)
 print(json.dumps(dict(dir=jax.config.jax_compilation_cache_dir, compile=r.compile_seconds,
-                      solve=r.solve_seconds, status=list(r.status))))
+                      solve=r.solve_seconds, status=list(r.status), loaded=STORE.loaded,
+                      compiled=STORE.compiled, step=[float(x) for x in r.step_time_ns])))
 """
 
 
@@ -42,18 +44,26 @@ def _run(env_value):
 
 
 def test_the_api_uses_and_honours_the_cache_folder(tmp_path):
-    """LIBRA_JAX_CACHE_DIR=<dir>: the first solve_batch of a process keeps its programs
-    there, and a second process loads them (less compile time); an empty value turns the
-    cache off."""
+    """LIBRA_JAX_CACHE_DIR=<dir>: the first solve_batch of a process keeps its kernel's
+    executable there (the store, `<dir>/executables`), and a second process loads it
+    (compiling nothing, the same results to the last bit); an empty value turns the cache
+    off (nothing written, nothing loaded)."""
     folder = tmp_path / "cache"
     first = _run(str(folder))
     assert first["dir"] == str(folder) and first["status"] == ["ok"] * 3
-    kept = list(folder.iterdir())
-    assert any("kernel" in f.name for f in kept), kept
+    assert (first["loaded"], first["compiled"]) == (0, 1)
+    kept = list((folder / "executables").iterdir())
+    assert len(kept) == 1 and kept[0].suffix == ".xla", kept
     second = _run(str(folder))
+    assert (second["loaded"], second["compiled"]) == (1, 0)
     assert second["compile"] < first["compile"], (first, second)
+    assert second["step"] == first["step"]
+    kept[0].write_bytes(b"damaged")  # a file that does not load is compiled again
+    third = _run(str(folder))
+    assert (third["loaded"], third["compiled"]) == (0, 1) and third["step"] == first["step"]
     off = _run("")
     assert off["dir"] is None and off["status"] == ["ok"] * 3
+    assert (off["loaded"], off["compiled"]) == (0, 1)
     assert compilation.cache_dir_from_env() in (compilation.DEFAULT_CACHE_DIR,
                                                 os.environ.get(compilation.CACHE_ENV) or None)
 
@@ -101,13 +111,13 @@ def test_results_report_compile_and_solve_seconds_apart_and_batches_index():
 
 
 def test_the_stacked_path_for_mixed_sizes_equals_the_list():
-    """experiments/bench_list_api.py's recipe (one problems_from_stacked per (D, mode) group,
+    """The documented stacked path (experiments/bench_coldstart.stacked_groups: one
+    problems_from_stacked per (D, mode) group,
     phases zero-padded) gives the problems problem_from_arrays builds one by one: the same
     optima."""
     sys.path.insert(0, str(REPO / "experiments"))
     try:
-        from bench_coldstart import build_problems, random_problems
-        from bench_list_api import stacked_groups
+        from bench_coldstart import build_problems, random_problems, stacked_groups
     finally:
         sys.path.pop(0)
     raw = random_problems(7, 60)
@@ -121,3 +131,54 @@ def test_the_stacked_path_for_mixed_sizes_equals_the_list():
     got[order] = b.step_time_ns
     np.testing.assert_allclose(got, a.step_time_ns, rtol=1e-12)
     assert set(b.status) == {"ok"}
+
+
+PROGRAMS_SNIPPET = """
+import json, sys
+sys.path.insert(0, {exp!r})
+from bench_coldstart import build_problems, random_problems
+from libra_jax.solvers import batch
+first = batch.solve_batch(build_problems(random_problems(1, 200)))
+after_first = batch.compiled_programs()
+second = batch.solve_batch(build_problems(random_problems(2, 10000, 3.0)))
+print(json.dumps(dict(first=after_first, second=batch.compiled_programs() - after_first,
+                      ok=[first.status.count("ok"), second.status.count("ok")])))
+"""
+
+
+def test_a_first_call_compiles_few_programs_and_a_larger_one_few_more():
+    """Issue 20's program count, in a fresh process without a cache: a first solve_batch of
+    200 mixed random problems (D 2-5, K 1-8, = and <= totals: 8 buckets) compiles at most 3
+    programs (it compiles 1: `plan_buckets` merges the buckets), a second call of 10,000
+    others at most 1 more (it compiles none: the compiled chunk size is reused)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), **{compilation.CACHE_ENV: ""})
+    code = PROGRAMS_SNIPPET.format(exp=str(REPO / "experiments"))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    import json
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["ok"] == [200, 10000]
+    assert got["first"] <= 3 and got["second"] <= 1, got
+
+
+def test_plan_buckets_merges_while_compiling_costs_more_than_padding():
+    """The cost model of the bucket merge, by hand: 8 small buckets of a first call go into
+    their elementwise maximum (one program instead of 8); buckets of 100,000 problems each
+    stay apart (padding D 4 -> 8 would cost more than a program); a compiled bucket that
+    holds everything is used rather than compiling a smaller one."""
+    from libra_jax.solvers import batch as B
+
+    shapes = [(d, k, i, 1 - i, 0, 0) for d in (4, 8) for k in (4, 8) for i in (0, 1)]
+    plan = B.plan_buckets({s: 25 for s in shapes}, 1024)
+    assert set(plan.values()) == {(8, 8, 1, 1, 0, 0)}
+    # padding 100,000 D-4 problems to D 8: 100,000 x (9 us x (8^1.5 - 4^1.5) x ~1.1) ~ 14 s
+    big = B.plan_buckets({(4, 4, 1, 0, 0, 0): 100000, (8, 4, 1, 0, 0, 0): 100000}, 1024)
+    assert big == {(4, 4, 1, 0, 0, 0): (4, 4, 1, 0, 0, 0), (8, 4, 1, 0, 0, 0): (8, 4, 1, 0, 0, 0)}
+    seen = frozenset({((8, 8, 1, 1, 0, 0), 256)})
+    assert B.plan_buckets({(4, 4, 1, 0, 0, 0): 3000}, 1024, seen) == {
+        (4, 4, 1, 0, 0, 0): (8, 8, 1, 1, 0, 0)}
+    # the chunk plans: a compiled size is reused; without one, full chunks and one more
+    assert B.chunk_plan(10000, 1024, {256}, 2e-4) == [256] * 40
+    assert B.chunk_plan(10000, 1024, (), 2e-4) == [1024] * 10
+    assert B.chunk_plan(200, 1024) == [256]
