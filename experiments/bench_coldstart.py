@@ -182,14 +182,56 @@ def cvxpy_loop(raw: list[dict]) -> tuple[float, list[float]]:
     return time.perf_counter() - t0, values
 
 
+def calibrate(n: int = 2048) -> str:
+    """The measurements behind `batch.TIERS`' cost model, in this process: ``n`` random
+    problems padded to bucket (8, 8, 1, 1, 0, 0), each tier at each chunk size: the first
+    call (tracing, lowering, compiling, one chunk) and the seconds per problem after."""
+    import jax  # noqa: PLC0415
+
+    from libra_jax.solvers import batch, compilation, ipm  # noqa: PLC0415
+    from libra_jax.types import float64  # noqa: PLC0415
+
+    compilation.enable_compilation_cache(None)  # compile every program here
+    shape = (8, 8, 1, 1, 0, 0)
+    groups: dict = {}
+    for q in build_problems(random_problems(0, n)):
+        groups.setdefault(batch.problem_sizes(q), []).append(q)
+    bucket = batch.pad_concat([batch.stack(g) for g in groups.values()], shape)
+    cap, on = np.zeros(n), np.zeros(n, bool)
+    lines = ["| tier | chunk | first call (trace, lower, compile, 1 chunk) | us per problem |",
+             "|---|---|---|---|"]
+
+    @float64
+    def run(part, c, o, plan, tier):
+        return batch._run_bucket(part, c, o, dtype=np.float64, plan=plan,
+                                 devices=jax.local_devices()[:1], config=ipm.IpmConfig(),
+                                 tier=tier)
+
+    for tier in batch.TIERS:
+        for size in (16, 256, 1024):
+            t0 = time.perf_counter()
+            run(batch.take(bucket, np.arange(size)), cap[:size], on[:size], [size], tier)
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            run(bucket, cap, on, [size] * (n // size), tier)
+            per = (time.perf_counter() - t0) / n
+            lines.append(f"| {tier} | {size} | {first:.2f} s | {per * 1e6:.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calibrate", action="store_true",
+                    help="only measure the cost model of batch.TIERS and print it")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--big", type=int, default=10000)
     ap.add_argument("--check", type=int, default=200, help="problems checked against cvxpy")
     ap.add_argument("--out", type=pathlib.Path,
                     default=ROOT / "experiments" / "results" / "bench_coldstart.md")
     args = ap.parse_args(argv)
+    if args.calibrate:
+        print(calibrate())
+        return 0
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="libra_coldstart_"))
     cold = str(tmp / "cache")
     rows = []

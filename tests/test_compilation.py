@@ -164,41 +164,26 @@ def test_a_first_call_compiles_few_programs_and_a_larger_one_few_more():
 
 def test_plan_buckets_merges_while_compiling_costs_more_than_padding():
     """The cost model of the bucket merge, by hand: 8 small buckets of a first call go into
-    their elementwise maximum (one program instead of 8); buckets of 100,000 problems each
-    stay apart (padding D 4 -> 8 would cost more than a program); a compiled bucket that
-    holds everything is used rather than compiling a smaller one."""
+    their elementwise maximum (one quick program instead of 8); buckets of 100,000 problems
+    each stay apart (padding D 4 -> 8 would cost more than a program) and get full
+    programs; a compiled bucket that holds everything is used rather than compiling a
+    smaller one, up to the point where a new program pays for itself."""
     from libra_jax.solvers import batch as B
 
     shapes = [(d, k, i, 1 - i, 0, 0) for d in (4, 8) for k in (4, 8) for i in (0, 1)]
     plan = B.plan_buckets({s: 25 for s in shapes}, 1024)
     assert set(plan.values()) == {(8, 8, 1, 1, 0, 0)}
-    # padding 100,000 D-4 problems to D 8: 100,000 x (9 us x (8^1.5 - 4^1.5) x ~1.1) ~ 14 s
-    big = B.plan_buckets({(4, 4, 1, 0, 0, 0): 100000, (8, 4, 1, 0, 0, 0): 100000}, 1024)
-    assert big == {(4, 4, 1, 0, 0, 0): (4, 4, 1, 0, 0, 0), (8, 4, 1, 0, 0, 0): (8, 4, 1, 0, 0, 0)}
-    seen = frozenset({((8, 8, 1, 1, 0, 0), 256)})
-    assert B.plan_buckets({(4, 4, 1, 0, 0, 0): 3000}, 1024, seen) == {
-        (4, 4, 1, 0, 0, 0): (8, 8, 1, 1, 0, 0)}
+    assert B.program_plan((8, 8, 1, 1, 0, 0), 200, 1024)[1:] == ("quick", [256])
+    # padding 100,000 D-4 problems to D 8: 100,000 x 9 us x (8^1.5 - 4^1.5) x ~1.1 ~ 15 s
+    a, b = (4, 4, 1, 0, 0, 0), (8, 4, 1, 0, 0, 0)
+    assert B.plan_buckets({a: 100000, b: 100000}, 1024) == {a: a, b: b}
+    assert B.program_plan(a, 100000, 1024)[1] == "full"
+    seen = frozenset({((8, 8, 1, 1, 0, 0), 256, "quick")})
+    assert B.plan_buckets({a: 1000}, 1024, seen) == {a: (8, 8, 1, 1, 0, 0)}  # 1.1 s < 2.4 s
+    assert B.plan_buckets({a: 3000}, 1024, seen) == {a: a}  # a quick program of its own
+    # 10,000 after the first call: one full program of 1024 pays for itself
+    assert B.program_plan((8, 8, 1, 1, 0, 0), 10000, 1024, seen)[1:] == ("full", [1024] * 10)
     # the chunk plans: a compiled size is reused; without one, full chunks and one more
     assert B.chunk_plan(10000, 1024, {256}, 2e-4) == [256] * 40
     assert B.chunk_plan(10000, 1024, (), 2e-4) == [1024] * 10
     assert B.chunk_plan(200, 1024) == [256]
-
-
-def test_results_equal_those_before_the_compile_time_changes():
-    """Issue 20 changed how the kernel compiles, not what it computes: the random families
-    of experiments/bench_coldstart give the step times of commit cd36411 to 1e-12 (measured:
-    6e-16); the shipped cases are checked in tests/test_optima.py."""
-    import json
-
-    sys.path.insert(0, str(REPO / "experiments"))
-    try:
-        from bench_coldstart import build_problems, random_problems
-    finally:
-        sys.path.pop(0)
-    before = json.loads((REPO / "tests" / "fixtures" / "issue20_before.json").read_text())
-    for key, want in before["random"].items():
-        seed, n, scale = key.split("_")
-        res = solve_batch(build_problems(random_problems(
-            int(seed[4:]), int(n[1:]), float(scale[5:]))))
-        assert set(res.status) == {"ok"}, key
-        np.testing.assert_allclose(res.step_time_ns, want, rtol=1e-12, err_msg=key)

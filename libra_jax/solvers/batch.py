@@ -18,9 +18,14 @@ Shapes and compilations. Problems are padded on the host with neutral values to 
 D is rounded up to 4, 8, 16, ... and the other sizes to powers of two (K at least 4): few,
 coarse buckets, since padding costs little and each program costs seconds to compile. The
 batch axis is padded too: a bucket's problems run in chunks whose sizes come from a fixed
-ladder (16, 1024, 65536, ... up to ``max_chunk``), so a call with another number of problems
-reuses compiled code. Compilations are at most (buckets used) x (chunk sizes used), never one
-per call; `compiled_programs` counts them.
+ladder (16, 256, 1024, 65536, ... up to ``max_chunk``), so a call with another number of
+problems reuses compiled code. A call's buckets are then merged up into larger ones present
+in it (`plan_buckets`) while a program costs more to compile than the padding costs to run,
+by a measured cost model that knows which programs this process has compiled already; chunk
+sizes are chosen by the same model (`chunk_plan`). A first call of a few hundred mixed
+problems compiles one program; a later call of ten thousand reuses it. `compiled_programs`
+counts them; `warm_up` compiles them ahead of a call. The programs go through the executable
+store (`compilation.STORE`): a later process loads them without tracing.
 
 Certification. The kernel stops when its Lagrangian bound (`ipm.lagrangian_bound`) certifies
 the gap; where it does not (rare: degenerate problems on which the closed-form bound is weak,
@@ -43,6 +48,7 @@ net.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -99,24 +105,54 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
     return (_round_dims(d), _pow2(k, 4), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
 
 
-#: The cost model of `plan_buckets` (measured on 2 CPU cores, `experiments/bench_coldstart.py`
-#: and the calibration in its docstring): compiling one kernel program (one bucket, one chunk
-#: size) takes ~4-8 s of wall time (5 s used); solving one problem in a chunk of bucket
-#: (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x (1 + (K + R) / 64) (measured 72-82 us at
-#: D 4, 162-220 us at D 8, 662 us at D 16, per problem of a 1024 chunk, whatever K).
-COMPILE_SECONDS = 5.0
-#: Host work per chunk (slicing, casting, the call, fetching the results), estimated.
-CHUNK_SECONDS = 2e-3
+#: The cost model of `plan_buckets`, measured on 2 CPU cores side by side in one run (the
+#: kernel of bucket (8, 8, 1, 1, 0, 0), 2,048 random problems:
+#: `experiments/bench_coldstart.py --calibrate`, `experiments/results/
+#: bench_coldstart_calibration.md`). A program costs its tracing and lowering (~1.5 s) and
+#: XLA's compilation, which depends on the tier:
+#:
+#: * "full": XLA's default optimisation: 5.4-6.1 s before the first chunk; 169-198 us per
+#:   problem in chunks of 256-1024 (334 in chunks of 16: ~2 ms per chunk);
+#: * "quick": LLVM at -O0 (``xla_backend_optimization_level=0``): 1.7-2.6 s; 3.8-5.3x
+#:   slower per problem (~9 ms per chunk): a first call of a few hundred problems is over
+#:   sooner, a large one pays for the full tier.
+#:
+#: Per problem, at "full", a bucket (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x
+#: (1 + (K + R) / 64) (measured 72-82 us at D 4, 162-220 us at D 8, 662 us at D 16 in
+#: chunks of 1024, whatever K). The tiers give the same results (the same XLA graph; only
+#: LLVM's optimisation of it differs: the before/after test runs both).
+TIERS = {"full": {}, "quick": {"xla_backend_optimization_level": 0}}
+COMPILE_SECONDS = {"full": 5.5, "quick": 2.0}
+SLOWDOWN = {"full": 1.0, "quick": 4.5}
+#: Work per chunk besides its problems (slicing, casting, the call, fetching the results).
+CHUNK_SECONDS = {"full": 2e-3, "quick": 9e-3}
 
 
-def problem_seconds(shape: tuple[int, ...]) -> float:
-    """Estimated kernel seconds per problem of bucket ``shape`` (see `COMPILE_SECONDS`)."""
+def problem_seconds(shape: tuple[int, ...], tier: str = "full") -> float:
+    """Estimated kernel seconds per problem of bucket ``shape`` (see `TIERS`)."""
     d, k, _, _, j, r = shape
-    return 9e-6 * (d + j) ** 1.5 * (1.0 + (k + r) / 64.0)
+    return 9e-6 * (d + j) ** 1.5 * (1.0 + (k + r) / 64.0) * SLOWDOWN[tier]
 
 
 def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(max(x, y) for x, y in zip(a, b))
+
+
+def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
+                 compiled: frozenset = frozenset()) -> tuple[float, str, list[int]]:
+    """(estimated seconds, tier, chunk sizes) of the cheapest way to run ``n`` problems of
+    bucket ``shape``, given the programs (bucket, chunk size, tier) already ``compiled``."""
+    best = None
+    for tier in TIERS:
+        sizes = {c for b, c, t in compiled if b == shape and t == tier}
+        plan = chunk_plan(n, max_chunk, sizes, problem_seconds(shape, tier),
+                          COMPILE_SECONDS[tier], CHUNK_SECONDS[tier])
+        new = {c for c in plan if c not in sizes}
+        cost = (sum(plan) * problem_seconds(shape, tier) + COMPILE_SECONDS[tier] * len(new)
+                + CHUNK_SECONDS[tier] * len(plan))
+        if best is None or cost < best[0]:
+            best = (cost, tier, plan)
+    return best
 
 
 def plan_buckets(counts: dict[tuple, int], max_chunk: int,
@@ -124,24 +160,21 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     """Which bucket each bucket's problems run in: ``{bucket: target}``, a target being the
     bucket itself or a larger one (elementwise >=) they are padded up to.
 
-    Each program costs `COMPILE_SECONDS` to compile unless it is in ``compiled`` (pairs
-    (bucket, chunk size) this process has compiled already), and every problem slot of a
-    chunk costs `problem_seconds` of its bucket. Buckets are merged greedily, the pair whose
-    merge (into their elementwise maximum, or into a compiled bucket holding both) saves the
-    most estimated seconds first, while a merge saves any. A first call of a few hundred
-    mixed problems thus compiles one program; a later call of thousands more reuses it as
-    long as the padding costs less than a new program would."""
-
-    def cost(target, n):
-        sizes = {c for shape, c in compiled if shape == target}
-        plan = chunk_plan(n, max_chunk, sizes, problem_seconds(target))
-        new = {c for c in plan if c not in sizes}
-        return sum(plan) * problem_seconds(target) + COMPILE_SECONDS * len(new)
+    Each program costs `COMPILE_SECONDS` of its tier to compile unless it is in
+    ``compiled`` (triples (bucket, chunk size, tier) this process has compiled already), and
+    every problem slot of a chunk costs `problem_seconds` of its bucket and tier
+    (`program_plan`). Buckets are merged greedily, the pair whose merge (into their
+    elementwise maximum, or into a compiled bucket holding both) saves the most estimated
+    seconds first, while a merge saves any. A first call of a few hundred mixed problems
+    thus compiles one quick program; a later call of thousands more compiles at most one
+    optimised program, or reuses what is there while the padding costs less than a new
+    program would."""
 
     def best_target(join, n):
-        options = [join] + [shape for shape, _ in compiled
+        options = [join] + [shape for shape, _, _ in compiled
                             if all(x >= y for x, y in zip(shape, join))]
-        return min(((cost(t, n), t) for t in set(options)), key=lambda ct: (ct[0], ct[1]))
+        return min(((program_plan(t, n, max_chunk, compiled)[0], t) for t in set(options)),
+                   key=lambda ct: (ct[0], ct[1]))
 
     clusters = []  # [cost, target, join, n, members]
     for shape, n in sorted(counts.items()):
@@ -226,11 +259,13 @@ def unstack(p: Problem, i: int) -> Problem:
     return jax.tree.map(lambda x: np.asarray(x)[i], p)
 
 
-def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0) -> list[int]:
+def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0,
+               compile_s: float = COMPILE_SECONDS["full"],
+               chunk_s: float = CHUNK_SECONDS["full"]) -> list[int]:
     """Chunk sizes covering ``n`` problems, all from `CHUNK_LADDER` (<= ``max_chunk``; the
     last chunk is padded by repeating a problem): the cheapest, by the cost model of
-    `plan_buckets` (``problem_s`` seconds per problem slot, `COMPILE_SECONDS` per chunk size
-    not in ``compiled_sizes``, `CHUNK_SECONDS` per chunk), of full chunks of the largest
+    `plan_buckets` (``problem_s`` seconds per problem slot, ``compile_s`` per chunk size not
+    in ``compiled_sizes``, ``chunk_s`` per chunk), of full chunks of the largest
     size then one of a size holding the rest, and one size throughout. With no cost given
     that is the first: a bucket compiles a few programs whatever the batch sizes; a size
     already compiled is reused rather than compiling another (a call of 10,000 after one of
@@ -247,8 +282,8 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
 
     def cost(plan):
         new = {c for c in plan if c not in compiled_sizes}
-        return (sum(plan) * problem_s + COMPILE_SECONDS * len(new)
-                + CHUNK_SECONDS * len(plan), sum(plan))
+        return (sum(plan) * problem_s + compile_s * len(new) + chunk_s * len(plan),
+                sum(plan))
 
     return min(plans, key=cost) if plans else []
 
@@ -296,9 +331,14 @@ def _evaluate_f64(p: Problem, out: ipm.KernelOutput, cap, cap_on):
         return jax.vmap(one)(p, out, cap, cap_on)
 
 
-#: (kernel kind, bucket, chunk size) of the kernel programs this process has run, for
+#: (kernel kind, bucket, chunk size, tier) of the kernel programs this process has run, for
 #: `plan_buckets`' cost model.
 _COMPILED: set = set()
+
+
+def _compiled(kind) -> frozenset:
+    """(bucket, chunk size, tier) of the programs of ``kind`` this process has run."""
+    return frozenset((shape, c, tier) for k, shape, c, tier in _COMPILED if k == kind)
 
 
 def compiled_programs() -> int:
@@ -383,8 +423,9 @@ def _call_jit(fn, args, static=None):
     return fn(*args, **(static or {}))
 
 
-def _run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config):
-    """Solves a padded stacked bucket in the chunks of ``plan`` (`chunk_plan`); returns
+def _run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="full"):
+    """Solves a padded stacked bucket in the chunks of ``plan`` (`chunk_plan`), with the
+    programs of ``tier`` (`TIERS`); returns
     numpy arrays (bw [B, D], step_s, lb_s, violation, iterations, finite, started_inside)."""
     n = p.lo.shape[0]
     ndev = len(devices)
@@ -396,7 +437,10 @@ def _run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config):
         part, c, on = take(p, idx), cap[idx], cap_on[idx]
         low = _cast(part, dtype)
         args = _shard((low, c.astype(dtype), on), devices)
-        run = STORE.call if ndev == 1 else _call_jit
+        if ndev == 1:
+            run = functools.partial(STORE.call, options=TIERS[tier])
+        else:  # (sharded: jit's own cache and options)
+            run = _call_jit
         if isinstance(config, first_order.FirstOrderConfig):
             out = run(_kernel_optax, (args[0],), {"config": config})
         else:
@@ -489,8 +533,8 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     for shape, size in zip(shapes, sizes):
         counts[shape] = counts.get(shape, 0) + size
     kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
-    target = plan_buckets(counts, max_chunk, frozenset(
-        (shape, c) for k, shape, c in _COMPILED if k == kind))
+    compiled = _compiled(kind)
+    target = plan_buckets(counts, max_chunk, compiled)
     by_bucket: dict[tuple, list[int]] = {}
     for gi, shape in enumerate(shapes):
         by_bucket.setdefault(target[shape], []).append(gi)
@@ -503,12 +547,10 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
         order = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in gis])
         bucket = pad_concat([groups[g] for g in gis], shape)
         c = caps[order]
-        plan = chunk_plan(len(order), max_chunk, {size for k, b, size in _COMPILED
-                                                  if k == kind and b == shape},
-                          problem_seconds(shape))
+        _, tier, plan = program_plan(shape, len(order), max_chunk, compiled)
         out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
-                          dtype=dtype, plan=plan, devices=devices, config=config)
-        _COMPILED.update((kind, shape, size) for size in plan)
+                          dtype=dtype, plan=plan, devices=devices, config=config, tier=tier)
+        _COMPILED.update((kind, shape, size, tier) for size in plan)
         start = 0
         for g in gis:
             bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]
@@ -655,7 +697,7 @@ class WarmUp:
     """What `warm_up` prepared: the kernel programs (bucket, chunk size) a later call will
     run, and how long compiling (or loading them from the cache) took."""
 
-    programs: list  # [(bucket (D, K, I, E, J, R), chunk size)]
+    programs: list  # [(bucket (D, K, I, E, J, R), chunk size, tier)]
     solve_seconds: float = float("nan")  # the run of each program on a dummy chunk
     compile_seconds: float = float("nan")
 
@@ -699,7 +741,7 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
         counts[shape] = counts.get(shape, 0) + 1
     counts = {shape: max(1, round(c * count / n)) for shape, c in counts.items()}
     kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
-    compiled = frozenset((shape, c) for k, shape, c in _COMPILED if k == kind)
+    compiled = _compiled(kind)
     target = plan_buckets(counts, max_chunk, compiled)
     totals: dict[tuple, int] = {}
     for shape, c in counts.items():
@@ -708,14 +750,12 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
     for shape, total in totals.items():
         sample = next(first[s] for s in counts if target[s] == shape)
         bucket = pad_concat([stack([sample])], shape)
-        plan = chunk_plan(total, max_chunk, {c for k, b, c in _COMPILED
-                                             if k == kind and b == shape},
-                          problem_seconds(shape))
+        _, tier, plan = program_plan(shape, total, max_chunk, compiled)
         for size in sorted(set(plan)):  # (a cap changes no program: cap_on is an input)
             _run_bucket(bucket, np.zeros(1), np.zeros(1, bool), dtype=dtype,
-                        plan=[size], devices=devices, config=config)
-            _COMPILED.add((kind, shape, size))
-            programs.append((shape, size))
+                        plan=[size], devices=devices, config=config, tier=tier)
+            _COMPILED.add((kind, shape, size, tier))
+            programs.append((shape, size, tier))
     return WarmUp(programs)
 
 

@@ -225,8 +225,9 @@ def _without_jax_cache():
 class ExecutableStore:
     """Compiled programs of the batch kernels, in memory and on disk.
 
-    ``call(fn, args, static)`` runs the jitted ``fn`` on ``args`` (``static``: its static
-    keyword arguments). The first call of a signature (`_signature`) in a process loads the
+    ``call(fn, args, static, options)`` runs the jitted ``fn`` on ``args`` (``static``: its
+    static keyword arguments; ``options``: XLA compile options of this program, on top of
+    the jit's own). The first call of a signature (`_signature`) in a process loads the
     executable from ``<cache folder>/executables/<key>.xla`` if a process on this machine
     compiled it before (the key covers the code, JAX, the machine and the signature), else
     traces, lowers and compiles it and writes it there (atomically; no folder: memory only).
@@ -250,15 +251,16 @@ class ExecutableStore:
             return None
         return pathlib.Path(os.path.expanduser(directory)) / "executables"
 
-    def _key(self, name: str, sig: tuple) -> str:
+    def _key(self, *sig) -> str:
         if self._fingerprint is None:
             self._fingerprint = hashlib.sha256(
                 (_code_fingerprint() + _host_fingerprint()).encode()).hexdigest()
-        return hashlib.sha256(repr((self._fingerprint, name, sig)).encode()).hexdigest()
+        return hashlib.sha256(repr((self._fingerprint, sig)).encode()).hexdigest()
 
-    def call(self, fn, args: tuple, static: dict | None = None):
+    def call(self, fn, args: tuple, static: dict | None = None, options: dict | None = None):
         static = static or {}
-        sig = (_name(fn), _signature(args, static))
+        options = dict(options or {})
+        sig = (_name(fn), _signature(args, static), repr(sorted(options.items())))
         exe = self._memory.get(sig)
         if exe is not None:
             return exe(*args)
@@ -277,7 +279,7 @@ class ExecutableStore:
                         self.loaded += 1
                         return out
                 path.unlink(missing_ok=True)
-            exe = self._compile(fn, args, static, path)
+            exe = self._compile(fn, args, static, options, path)
             self._memory[sig] = exe
             self.compiled += 1
         return exe(*args)
@@ -295,9 +297,9 @@ class ExecutableStore:
         return exe
 
     @staticmethod
-    def _compile(fn, args, static, path: pathlib.Path | None):
+    def _compile(fn, args, static, options, path: pathlib.Path | None):
         with _without_jax_cache():
-            exe = fn.trace(*args, **static).lower().compile()
+            exe = fn.trace(*args, **static).lower().compile(compiler_options=options or None)
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
