@@ -170,7 +170,7 @@ def test_another_batch_size_compiles_nothing(mixed):
 def test_chunk_plan_covers_every_size_with_ladder_sizes():
     for n in [1, 15, 16, 17, 200, 1000, 1024, 1025, 12345]:
         plan = B.chunk_plan(n, 1024)
-        assert set(plan) <= {16, 1024}
+        assert set(plan) <= {16, 256, 1024} and len(set(plan)) <= 2
         assert sum(plan) >= n and sum(plan) - plan[-1] < n  # only the last chunk is padded
     assert B.chunk_plan(100000, 65536) == [65536, 65536]
     assert B.chunk_plan(3, 65536) == [16]
@@ -260,8 +260,8 @@ def _padded(p, shape):
 
 
 def _with_bad(mixed, make_bad):
-    """16 problems of one bucket of the big batch (a chunk already compiled) with problems
-    1, 2, 3 replaced by make_bad(p, slot)."""
+    """16 problems of one bucket of the big batch (a kernel program already compiled) with
+    problems 1, 2, 3 replaced by make_bad(p, slot)."""
     probs = mixed["probs"]
     shape = B.bucket_shape(probs[0])
     idx = [i for i, p in enumerate(probs) if B.bucket_shape(p) == shape][:16]
@@ -269,9 +269,9 @@ def _with_bad(mixed, make_bad):
     bad_slots = (1, 2, 3)
     for s in bad_slots:
         batch[s] = make_bad(batch[s], s)
-    before = B.compiled_programs()
+    before = B.STORE.programs(B._kernel)  # (the host's polish may compile its exact step)
     res = B.solve_batch(batch)
-    assert B.compiled_programs() == before
+    assert B.STORE.programs(B._kernel) == before
     ref = mixed["res"]
     for j, i in enumerate(idx):  # the others are untouched
         if j in bad_slots:

@@ -200,7 +200,8 @@ def _signature(args, static) -> tuple:
     """What identifies a program of one function: the tree of the arguments with each
     leaf's shape and dtype, and the static arguments."""
     leaves, tree = jax.tree.flatten(args)
-    return (str(tree), tuple((np.shape(x), np.result_type(x).name) for x in leaves),
+    dtypes = (np.dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x)) for x in leaves)
+    return (str(tree), tuple((np.shape(x), d.name) for x, d in zip(leaves, dtypes)),
             repr(sorted(static.items())))
 
 

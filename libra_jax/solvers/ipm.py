@@ -351,6 +351,13 @@ def lagrangian_bound(p: Problem, lam_pair, lam_row, lam_gen, nu, cap):
     return jnp.where(rows_ok, const + jnp.sum(term) - lam @ h[:n_gen] - nu @ f, -jnp.inf)
 
 
+def _inputs_finite(p: Problem):
+    """Whether the model's data of ``p`` (traffic, weights, times, rows, prices) is finite."""
+    fields = (p.traffic_gb, p.weight, p.compute_s, p.comm_const_s, p.row_gb, p.row_const_s,
+              p.piece_weight, p.cost_rate)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in fields]))
+
+
 def violation(bw, p: Problem, cap, cap_on):
     """Largest violation (GB/s) of the problem's rows and of the cost cap (when ``cap_on``),
     every row unit-norm."""
@@ -659,5 +666,8 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     return KernelOutput(
         bw=final.best_bw, step_s=step_s, lb_s=final.lb, lam_pair=lam_pair,
         lam_row=lam_row, lam_lin=lam_lin, nu=nu, iterations=final.it,
-        finite=jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.best_bw)),
+        # (the inputs too: a NaN in the traffic must not hide in a max; XLA's vectorised
+        # CPU reductions do not always propagate it)
+        finite=(jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.best_bw))
+                & _inputs_finite(p)),
         started_inside=sl0.inside, violation=viol)
