@@ -60,7 +60,7 @@ class FakeSolver:
         self.calls = 0
         self.problems = 0
 
-    def __call__(self, batches, chunk=None, dtype=None):
+    def __call__(self, batches, chunk=None, dtype=None, tier=None):
         self.calls += 1
         bws, steps = [], []
         for stacked in batches:

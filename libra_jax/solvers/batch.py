@@ -139,11 +139,12 @@ def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
-                 compiled: frozenset = frozenset()) -> tuple[float, str, list[int]]:
+                 compiled: frozenset = frozenset(),
+                 tiers=tuple(TIERS)) -> tuple[float, str, list[int]]:
     """(estimated seconds, tier, chunk sizes) of the cheapest way to run ``n`` problems of
     bucket ``shape``, given the programs (bucket, chunk size, tier) already ``compiled``."""
     best = None
-    for tier in TIERS:
+    for tier in tiers:
         sizes = {c for b, c, t in compiled if b == shape and t == tier}
         plan = chunk_plan(n, max_chunk, sizes, problem_seconds(shape, tier),
                           COMPILE_SECONDS[tier], CHUNK_SECONDS[tier])
@@ -156,7 +157,7 @@ def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
 
 
 def plan_buckets(counts: dict[tuple, int], max_chunk: int,
-                 compiled: frozenset = frozenset()) -> dict[tuple, tuple]:
+                 compiled: frozenset = frozenset(), tiers=tuple(TIERS)) -> dict[tuple, tuple]:
     """Which bucket each bucket's problems run in: ``{bucket: target}``, a target being the
     bucket itself or a larger one (elementwise >=) they are padded up to.
 
@@ -173,7 +174,8 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     def best_target(join, n):
         options = [join] + [shape for shape, _, _ in compiled
                             if all(x >= y for x, y in zip(shape, join))]
-        return min(((program_plan(t, n, max_chunk, compiled)[0], t) for t in set(options)),
+        return min(((program_plan(t, n, max_chunk, compiled, tiers)[0], t)
+                    for t in set(options)),
                    key=lambda ct: (ct[0], ct[1]))
 
     clusters = []  # [cost, target, join, n, members]
@@ -519,7 +521,7 @@ def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, sca
 
 
 def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify_on_host,
-                  config, float64_fallback=True):
+                  config, float64_fallback=True, tier=None):
     """Solves stacked groups (each one shape); groups of one bucket share device calls.
     Returns (bw list of [B_g, D_g] arrays, then per-problem columns in group order)."""
     devices = jax.local_devices() if devices is None else list(devices)
@@ -534,7 +536,8 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
         counts[shape] = counts.get(shape, 0) + size
     kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
     compiled = _compiled(kind)
-    target = plan_buckets(counts, max_chunk, compiled)
+    tiers = tuple(TIERS) if tier is None else (tier,)
+    target = plan_buckets(counts, max_chunk, compiled, tiers)
     by_bucket: dict[tuple, list[int]] = {}
     for gi, shape in enumerate(shapes):
         by_bucket.setdefault(target[shape], []).append(gi)
@@ -547,10 +550,11 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
         order = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in gis])
         bucket = pad_concat([groups[g] for g in gis], shape)
         c = caps[order]
-        _, tier, plan = program_plan(shape, len(order), max_chunk, compiled)
+        _, chosen, plan = program_plan(shape, len(order), max_chunk, compiled, tiers)
         out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
-                          dtype=dtype, plan=plan, devices=devices, config=config, tier=tier)
-        _COMPILED.update((kind, shape, size, tier) for size in plan)
+                          dtype=dtype, plan=plan, devices=devices, config=config,
+                          tier=chosen)
+        _COMPILED.update((kind, shape, size, chosen) for size in plan)
         start = 0
         for g in gis:
             bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]
@@ -655,6 +659,14 @@ def check_problem(p, field: str = "problem", *, stacked: bool = False) -> Proble
     return p
 
 
+def _check_tier(tier):
+    """``tier``: None (chosen per program by the cost model) or a key of `TIERS`."""
+    if tier is not None and not (isinstance(tier, str) and tier in TIERS):
+        raise LibraInputError(f"tier = {show(tier)}: expected None (the cost model "
+                              f"chooses) or one of {sorted(TIERS)}.")
+    return tier
+
+
 def _check_options(caps, n: int, dtype, chunk, devices, certify_on_host, float64_fallback):
     """The engine's options, checked (`solve_stacked`); returns (caps [n] float64 or None,
     dtype, chunk, devices)."""
@@ -706,7 +718,7 @@ class WarmUp:
 @timed
 def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
             dtype=np.float64, chunk: int | None = None, devices=None, method: str = "ipm",
-            config=None) -> WarmUp:
+            config=None, tier: str | None = None) -> WarmUp:
     """Compiles (or loads from the cache) the kernel programs that `solve_batch` will need
     for problems like ``problems``, so that a later call pays no compilation.
 
@@ -716,7 +728,8 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
       count: how many problems the later call will have (default ``len(problems)``), in
         the proportions of the sample: it decides the chunk sizes.
       caps: as `solve_batch` (checked: ``method="optax"`` takes none; caps change no
-        program); dtype, chunk, devices, method, config: as `solve_batch`.
+        program); dtype, chunk, devices, method, config, tier: as `solve_batch` (pass
+        ``tier="full"`` to prepare the fast-running programs of a long run).
 
     Returns:
       `WarmUp`: the programs and ``compile_seconds``. Programs already compiled in this
@@ -742,7 +755,9 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
     counts = {shape: max(1, round(c * count / n)) for shape, c in counts.items()}
     kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
     compiled = _compiled(kind)
-    target = plan_buckets(counts, max_chunk, compiled)
+    tier = _check_tier(tier)
+    tiers = tuple(TIERS) if tier is None else (tier,)
+    target = plan_buckets(counts, max_chunk, compiled, tiers)
     totals: dict[tuple, int] = {}
     for shape, c in counts.items():
         totals[target[shape]] = totals.get(target[shape], 0) + c
@@ -750,12 +765,12 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
     for shape, total in totals.items():
         sample = next(first[s] for s in counts if target[s] == shape)
         bucket = pad_concat([stack([sample])], shape)
-        _, tier, plan = program_plan(shape, total, max_chunk, compiled)
+        _, chosen, plan = program_plan(shape, total, max_chunk, compiled, tiers)
         for size in sorted(set(plan)):  # (a cap changes no program: cap_on is an input)
             _run_bucket(bucket, np.zeros(1), np.zeros(1, bool), dtype=dtype,
-                        plan=[size], devices=devices, config=config, tier=tier)
-            _COMPILED.add((kind, shape, size, tier))
-            programs.append((shape, size, tier))
+                        plan=[size], devices=devices, config=config, tier=chosen)
+            _COMPILED.add((kind, shape, size, chosen))
+            programs.append((shape, size, chosen))
     return WarmUp(programs)
 
 
@@ -764,7 +779,7 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
 def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                   chunk: int | None = None, devices=None, certify_on_host: bool = True,
                   method: str = "ipm", config=None,
-                  float64_fallback: bool = True) -> BatchResult:
+                  float64_fallback: bool = True, tier: str | None = None) -> BatchResult:
     """Solves stacked problems (leaves [B, ...]; e.g. `problem.problems_from_stacked`).
 
     Args:
@@ -782,6 +797,10 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
         static; None: defaults).
       float64_fallback: with float32, solve again in float64 what float32 could not certify
         (counted in ``BatchResult.float64_fallback``); False keeps the float32 results.
+      tier: the programs' compile tier (`TIERS`: "quick" compiles in ~2 s and runs ~4.5x
+        slower, "full" the other way round); None: chosen per program by the cost model
+        from the call's size and what this process has compiled. Long runs of many calls
+        (a scan) pass "full": each call alone would pick "quick" and keep it.
 
     Returns:
       `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
@@ -799,7 +818,7 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                                                  certify_on_host, float64_fallback)
     bws, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                              certify_on_host=certify_on_host, config=config,
-                             float64_fallback=float64_fallback)
+                             float64_fallback=float64_fallback, tier=_check_tier(tier))
     if isinstance(p, Problem):
         res.bandwidth_gbps = bws[0]
     return res
@@ -810,7 +829,7 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 chunk: int | None = None, devices=None, certify_on_host: bool = True,
                 method: str = "ipm", config=None,
-                float64_fallback: bool = True) -> BatchResult:
+                float64_fallback: bool = True, tier: str | None = None) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
     Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
@@ -838,7 +857,7 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     groups = [stack([problems[i] for i in idxs]) for idxs in by_size.values()]
     _, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                            certify_on_host=certify_on_host, config=config,
-                           float64_fallback=float64_fallback)
+                           float64_fallback=float64_fallback, tier=_check_tier(tier))
     inv = np.empty(n, int)
     inv[order] = np.arange(n)
     return BatchResult([res.bandwidth_gbps[j] for j in inv], res.step_time_ns[inv],

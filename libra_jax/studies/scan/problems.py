@@ -228,7 +228,9 @@ def solve_designs(
     else:
         batches, which = builder.problems(designs, [rates for _, rates in nets], upper)
     t1 = time.perf_counter()
-    res = solver(batches, chunk=solve_chunk, dtype=np.dtype(dtype))
+    # The full tier throughout: a scan makes many calls, and its first alone would pick the
+    # quick tier (fast to compile, 4.5x slower to run) and keep it for all the others.
+    res = solver(batches, chunk=solve_chunk, dtype=np.dtype(dtype), tier="full")
     t2 = time.perf_counter()
     rows = []
     static_w = space.npus * space.npu_w
