@@ -266,6 +266,9 @@ class ExecutableStore:
         if exe is not None:
             return exe(*args)
         with self._lock:
+            exe = self._memory.get(sig)  # (another thread may have made it meanwhile)
+            if exe is not None:
+                return exe(*args)
             folder = self.folder()
             path = None if folder is None else folder / (self._key(*sig) + ".xla")
             if path is not None and path.exists():
