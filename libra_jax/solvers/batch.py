@@ -344,6 +344,26 @@ def _compiled(kind) -> frozenset:
     return frozenset((shape, c, tier) for k, shape, c, tier in _COMPILED if k == kind)
 
 
+def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier) -> tuple[dict, dict]:
+    """The plan of one call (`solve_batch`, `solve_stacked`, `warm_up`) with ``counts``
+    problems per bucket: (``{bucket: target}`` from `plan_buckets`, ``{target: (tier,
+    chunk sizes)}`` from `program_plan`), given what this process compiled for ``kind``
+    and the caller's ``tier`` (None: the cost model chooses)."""
+    compiled = _compiled(kind)
+    tiers = tuple(TIERS) if tier is None else (tier,)
+    target = plan_buckets(counts, max_chunk, compiled, tiers)
+    totals: dict[tuple, int] = {}
+    for shape, c in counts.items():
+        totals[target[shape]] = totals.get(target[shape], 0) + c
+    return target, {shape: program_plan(shape, total, max_chunk, compiled, tiers)[1:]
+                    for shape, total in totals.items()}
+
+
+def _kind(config, dtype, devices) -> tuple:
+    """What, besides bucket, chunk size and tier, tells kernel programs apart."""
+    return (type(config).__name__, config, np.dtype(dtype).name, len(devices))
+
+
 def compiled_programs() -> int:
     """How many kernel programs (bucket x chunk size x dtype x config) are compiled (and
     exact-step programs of the host's polish, one per bucket that needed it)."""
@@ -546,10 +566,8 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     counts: dict[tuple, int] = {}
     for shape, size in zip(shapes, sizes):
         counts[shape] = counts.get(shape, 0) + size
-    kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
-    compiled = _compiled(kind)
-    tiers = tuple(TIERS) if tier is None else (tier,)
-    target = plan_buckets(counts, max_chunk, compiled, tiers)
+    kind = _kind(config, dtype, devices)
+    target, plans = _plan_call(counts, max_chunk, kind, tier)
     by_bucket: dict[tuple, list[int]] = {}
     for gi, shape in enumerate(shapes):
         by_bucket.setdefault(target[shape], []).append(gi)
@@ -562,7 +580,7 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
         order = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in gis])
         bucket = pad_concat([groups[g] for g in gis], shape)
         c = caps[order]
-        _, chosen, plan = program_plan(shape, len(order), max_chunk, compiled, tiers)
+        chosen, plan = plans[shape]
         out = _run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
                           dtype=dtype, plan=plan, devices=devices, config=config,
                           tier=chosen)
@@ -765,19 +783,12 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
         first.setdefault(shape, q)
         counts[shape] = counts.get(shape, 0) + 1
     counts = {shape: max(1, round(c * count / n)) for shape, c in counts.items()}
-    kind = (type(config).__name__, config, np.dtype(dtype).name, len(devices))
-    compiled = _compiled(kind)
-    tier = _check_tier(tier)
-    tiers = tuple(TIERS) if tier is None else (tier,)
-    target = plan_buckets(counts, max_chunk, compiled, tiers)
-    totals: dict[tuple, int] = {}
-    for shape, c in counts.items():
-        totals[target[shape]] = totals.get(target[shape], 0) + c
+    kind = _kind(config, dtype, devices)
+    target, plans = _plan_call(counts, max_chunk, kind, _check_tier(tier))
     programs = []
-    for shape, total in totals.items():
+    for shape, (chosen, plan) in plans.items():
         sample = next(first[s] for s in counts if target[s] == shape)
         bucket = pad_concat([stack([sample])], shape)
-        _, chosen, plan = program_plan(shape, total, max_chunk, compiled, tiers)
         for size in sorted(set(plan)):  # (a cap changes no program: cap_on is an input)
             _run_bucket(bucket, np.zeros(1), np.zeros(1, bool), dtype=dtype,
                         plan=[size], devices=devices, config=config, tier=chosen)
