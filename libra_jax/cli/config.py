@@ -38,6 +38,7 @@ import pathlib
 import re
 import sys
 import typing
+import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
@@ -247,25 +248,47 @@ register_configs()
 # --------------------------------------------------------------------------------------------
 
 
+#: id -> (weak reference, repr) of the LibraConfig objects that went through the schema:
+#: `_as_config` hands such an object back as it is while its repr is unchanged.
+_CHECKED: dict[int, tuple[weakref.ref, str]] = {}
+
+
+def mark_checked(c: LibraConfig) -> LibraConfig:
+    """Records that ``c`` came out of the schema (:func:`_as_config`, or a command's one
+    conversion of its composed config), so the job's later ``_as_config(c)`` calls (inputs,
+    timing, power: four per ``libra-train`` run, ~30 ms each) do not convert it again; a
+    later change to ``c`` (its repr differs) sends it through the schema again."""
+    key = id(c)
+    _CHECKED[key] = (weakref.ref(c, lambda _, key=key: _CHECKED.pop(key, None)), repr(c))
+    return c
+
+
 def _as_config(cfg: Any) -> LibraConfig:
     """The run config as a :class:`LibraConfig` object (accepts a DictConfig or the object).
 
     Both go through the schema: a DictConfig's keys (:func:`reject_unknown_keys`), an object's
     choice strings (``objective="perf"`` becomes ``Objective.perf``; an unknown one raises).
     An object is typed by its own class (~5 ms); only a DictConfig, which may lack keys, is
-    merged into the schema's defaults (~25 ms).
+    merged into the schema's defaults (~25 ms). An object that already went through the
+    schema unchanged (:func:`mark_checked`) is returned as it is.
     """
+    if isinstance(cfg, LibraConfig):
+        seen = _CHECKED.get(id(cfg))
+        if seen is not None and seen[0]() is cfg and seen[1] == repr(cfg):
+            return cfg
     if isinstance(cfg, DictConfig):
         reject_unknown_keys(cfg)
     elif not isinstance(cfg, LibraConfig):
         raise TypeError(f"expected a LibraConfig or DictConfig, got {type(cfg).__name__}")
     try:
         if isinstance(cfg, LibraConfig):
-            return OmegaConf.to_object(OmegaConf.structured(cfg))
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LibraConfig), cfg))
+            typed = OmegaConf.to_object(OmegaConf.structured(cfg))
+        else:
+            typed = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LibraConfig), cfg))
     except ValidationError as e:
         detail = e.msg.splitlines()[0] if e.msg else type(e).__name__
         raise LibraInputError(f"{e.full_key}: {clip(detail, 300)}") from None
+    return mark_checked(typed)
 
 
 def _dataclass_in(tp: Any) -> Any:

@@ -218,6 +218,8 @@ def main(cfg: DictConfig) -> float:
 def cli() -> None:
     config.check_command_line("libra_jax.evaluate",
                               "conf=gpt3_4d bandwidth_gbps=[125,125,125,125]")
+    runtime.compose_once()
     main()
     runtime.exit_on_failures()
+    runtime.end_process()
 

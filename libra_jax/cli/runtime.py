@@ -9,16 +9,22 @@ running one Hydra job so that bad input is a message, not a traceback.
   value out (what sweeper plugins such as Optuna minimise); a failed job logs one ``error:``
   paragraph, writes an error ``result.json`` and returns +inf, and the process exits 1 after
   the whole sweep.
+* :func:`compose_once` -- a command's first step: Hydra composes the config once, not twice.
+* :func:`end_process` -- a command's last step: streams and logs flushed, then the process
+  ends without the interpreter's teardown.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
+import os
 import pathlib
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn, Sequence
 
+from hydra._internal.utils import get_args_parser  # Hydra's own command-line parser
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
@@ -50,12 +56,15 @@ def typed_config(cfg: DictConfig, schema: Any = config.LibraConfig) -> Any:
     """
     config.reject_unknown_keys(cfg, schema)
     try:
-        return OmegaConf.to_object(cfg)
+        typed = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or "config"
         detail = (getattr(e, "msg", None) or str(e)).splitlines()
         text = detail[0] if detail else type(e).__name__
         raise LibraInputError(f"{key}: {text[:300]}") from None
+    if isinstance(typed, config.LibraConfig):  # typed by the schema: no second conversion
+        config.mark_checked(typed)
+    return typed
 
 
 def objective_value(value: float | None) -> float:
@@ -135,3 +144,64 @@ def exit_on_failures() -> None:
             for failure in FAILURES:
                 print(f"  {failure}", file=sys.stderr)
         sys.exit(1)
+
+
+def mode_is_default(argv: Sequence[str]) -> bool:
+    """Whether ``hydra.mode`` is certainly unset for this command line: no override names
+    ``hydra.mode`` or picks a ``hydra/...`` group option, and no ``--config-dir``,
+    ``--config-path`` or ``--config-name`` brings a primary config of the user's (the
+    package's own configs never set it; a test checks). Then Hydra's mode is RUN, or
+    MULTIRUN with ``-m``."""
+    args, _ = get_args_parser().parse_known_args(list(argv))
+    if args.config_dir or args.config_path or args.config_name:
+        return False
+    for override in args.overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key.startswith("hydra/") or key in ("hydra", "hydra.mode"):
+            return False
+    return True
+
+
+def compose_once(argv: Sequence[str] | None = None) -> None:
+    """Lets Hydra compose the config once per run instead of twice (~0.15-0.25 s of a
+    cached ``libra-train``'s ~1 s of work after imports).
+
+    Before a run Hydra composes the whole config a first time only to read ``hydra.mode``
+    (``Hydra.get_mode``), then again for the job. Where :func:`mode_is_default` shows the
+    mode unset, that first composition can only answer None (Hydra's own answer for an unset
+    mode, after which ``-m`` decides), so this process's ``get_mode`` answers None without
+    composing. Otherwise Hydra is left as it is. Only the commands' ``cli()`` call this."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not mode_is_default(argv):
+        return
+    from hydra._internal.hydra import Hydra
+
+    if hasattr(Hydra, "get_mode"):  # Hydra 1.2-1.3; a later Hydra: left alone
+        Hydra.get_mode = _mode_unset
+
+
+def _mode_unset(self, config_name, overrides) -> None:  # noqa: ARG001 -- Hydra's signature
+    """``Hydra.get_mode`` where the mode is known to be unset (:func:`compose_once`)."""
+    return None
+
+
+def end_process() -> NoReturn:
+    """Ends a command's process with status 0 once its work is done, skipping the
+    interpreter's own teardown.
+
+    Finalising a JAX process frees every compiled program, the XLA client and some thousand
+    modules one object at a time: about 0.5 s on 2 cores, as long as a cached ``libra-train``
+    run's solve, sensitivities and table together. The exit handlers still run (they flush
+    and close the log files, and disconnect from a Ray cluster), then stdout and stderr are
+    flushed; results and compiled programs are already on disk. Only the commands' ``cli()``
+    call this, never library code."""
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # CPython's atexit runner
+    if run_exit_handlers is None:  # another interpreter: leave the usual way
+        sys.exit(0)
+    run_exit_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing left to write to
+            pass
+    os._exit(0)

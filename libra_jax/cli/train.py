@@ -35,5 +35,7 @@ def main(cfg: DictConfig) -> float:
 def cli() -> None:
     """Run :func:`main`, then exit with status 1 if any job failed (after the whole sweep)."""
     config.check_command_line("libra_jax.train", "conf=turing_nlg")
+    runtime.compose_once()
     main()
     runtime.exit_on_failures()
+    runtime.end_process()

@@ -17,7 +17,7 @@ unit norm so that violations are comparable.
 `build_problem` validates everything on the host and raises `LibraInputError`; nothing inside
 jit raises. Feasibility, boundedness, the implicit equalities and the interior and least-cost
 points come in closed form (numpy, `_closed_form`) for the constraints of a total, bounds and a
-cost budget, and from LPs (scipy's HiGHS, `_lp_fields`) with user linear rows; the LPs also
+cost budget, and from LPs (HiGHS, `lp.linprog`, `_lp_fields`) with user linear rows; the LPs also
 name the constraints that conflict. `problems_from_stacked` builds a whole batch of problems
 of one constraint form at once, vectorised over the batch. Fields are numpy arrays.
 """
@@ -31,7 +31,6 @@ from typing import Sequence
 
 import jax
 import numpy as np
-import scipy.optimize
 
 from libra_jax.inputs.limits import (
     LIMITS,
@@ -44,6 +43,7 @@ from libra_jax.inputs.limits import (
 from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload
 from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model import lp
 from libra_jax.model.linear import parse_linear_constraints
 from libra_jax.types import LibraInputError, show
 
@@ -430,15 +430,7 @@ def _vector(values, num_dims: int | None, field: str, default: float) -> np.ndar
 
 
 def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
-    return scipy.optimize.linprog(
-        c,
-        A_ub=a_ub if len(b_ub) else None,
-        b_ub=b_ub if len(b_ub) else None,
-        A_eq=a_eq if len(b_eq) else None,
-        b_eq=b_eq if len(b_eq) else None,
-        bounds=bounds,
-        method="highs",
-    )
+    return lp.linprog(c, a_ub, b_ub, a_eq, b_eq, bounds, method="highs")
 
 
 def with_cost_rates(p: Problem, rates) -> Problem:

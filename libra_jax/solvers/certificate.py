@@ -15,7 +15,7 @@ Hence, for every y in the feasible set P,
 
 and min over P of the right-hand side is a lower bound on the optimum. Maximising that bound
 over mu (and the LP dual multipliers of P) is a linear program; its value equals the optimum
-when x is optimal (the tangent planes touch there). We solve it with scipy's HiGHS, then
+when x is optimal (the tangent planes touch there). We solve it with HiGHS (`lp.linprog`), then
 re-evaluate the bound from its multipliers in closed form (`bound_from_multipliers`), with the
 box [lo, upper] as the domain, so that a slightly inexact LP solution still yields a valid
 bound. Both steps use float64 numpy on the host.
@@ -32,8 +32,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.optimize
 
+from libra_jax.model import lp
 from libra_jax.types import Status
 
 GAP_TOL = 1e-6  # relative optimality gap required for status ok (float64)
@@ -221,8 +221,8 @@ def tangent_lp_multipliers(p, x, cap=None) -> TangentLp | None:
               + [(0, None)] * (2 * d))
     # Scale the stationarity rows so that HiGHS sees entries of order one.
     row_scale = np.maximum(np.max(np.abs(a_stat), axis=1), 1e-300)
-    res = scipy.optimize.linprog(
-        c, A_eq=np.vstack([a_stat / row_scale[:, None], a_grp[keep]]),
+    res = lp.linprog(
+        c, a_eq=np.vstack([a_stat / row_scale[:, None], a_grp[keep]]),
         b_eq=np.concatenate([np.zeros(d), weight[keep]]), bounds=bounds, method="highs",
     )
     if res.status != 0:

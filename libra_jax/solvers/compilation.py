@@ -14,6 +14,9 @@ and for Python users alike, and the clock that tells compilation from solving.
   kept on disk next to JAX's cache (``<cache>/executables``) and loaded without tracing or
   lowering: JAX's own cache must trace and lower a program to find it (1.5-2.5 s for the
   kernel), the store reads it by a key of the call's shapes.
+* :func:`stored` -- ``types.jit`` through the store, for the other top-level programs a
+  command runs (metrics, violations, the equal split's projection, sensitivities): a cached
+  ``libra-train`` then traces and lowers nothing at all.
 * :class:`CompileClock` -- seconds JAX spends tracing, lowering and compiling (or loading from
   the cache) while it runs, read from ``jax.monitoring``'s duration events; results report
   them as ``compile_seconds``, apart from ``solve_seconds`` (:func:`timed`, the decorator of
@@ -41,7 +44,7 @@ import numpy as np
 from jax.experimental import serialize_executable
 from jax.experimental.compilation_cache import compilation_cache
 
-from libra_jax.types import COMPILER_OPTIONS
+from libra_jax.types import COMPILER_OPTIONS, jit
 
 #: The environment variable naming the cache folder ("" = no cache).
 CACHE_ENV = "LIBRA_JAX_CACHE_DIR"
@@ -201,8 +204,9 @@ def _signature(args, static) -> tuple:
     leaf's shape and dtype, and the static arguments."""
     leaves, tree = jax.tree.flatten(args)
     dtypes = (np.dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x)) for x in leaves)
-    return (str(tree), tuple((np.shape(x), d.name) for x, d in zip(leaves, dtypes)),
-            repr(sorted(static.items())))
+    weak = (getattr(x, "weak_type", not hasattr(x, "dtype")) for x in leaves)
+    return (str(tree), tuple((np.shape(x), d.name, w) for x, d, w in zip(leaves, dtypes, weak)),
+            repr(sorted(static.items())), bool(jax.config.jax_enable_x64))
 
 
 @contextlib.contextmanager
@@ -224,7 +228,8 @@ def _without_jax_cache():
 
 
 class ExecutableStore:
-    """Compiled programs of the batch kernels, in memory and on disk.
+    """Compiled programs of the batch kernels (and of :func:`stored` functions), in memory
+    and on disk.
 
     ``call(fn, args, static, options)`` runs the jitted ``fn`` on ``args`` (``static``: its
     static keyword arguments; ``options``: XLA compile options of this program, on top of
@@ -232,8 +237,10 @@ class ExecutableStore:
     executable from ``<cache folder>/executables/<key>.xla`` if a process on this machine
     compiled it before (the key covers the code, JAX, the machine and the signature), else
     traces, lowers and compiles it and writes it there (atomically; no folder: memory only).
-    A stored file that fails to load or to run is deleted and compiled again. Compilation
-    and loading are timed as JAX's are (`CompileClock` adds them)."""
+    A stored file that fails to load or to run is deleted and compiled again. A program
+    that calls LAPACK (e.g. ``pinv``) is marked as such in its file, and jaxlib's LAPACK
+    kernels are set up before it is loaded (`_initialize_lapack`). Compilation and loading
+    are timed as JAX's are (`CompileClock` adds them)."""
 
     def __init__(self) -> None:
         self._memory: dict[tuple, Any] = {}
@@ -293,7 +300,9 @@ class ExecutableStore:
         start = time.perf_counter()
         try:
             payload = pickle.loads(path.read_bytes())
-            exe = serialize_executable.deserialize_and_load(*payload)
+            if payload["lapack"]:
+                _initialize_lapack()
+            exe = serialize_executable.deserialize_and_load(*payload["executable"])
         except Exception:  # noqa: BLE001 -- a damaged or foreign file is compiled again
             return None
         jax.monitoring.record_event_duration_secs(
@@ -307,7 +316,8 @@ class ExecutableStore:
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                blob = pickle.dumps(serialize_executable.serialize(exe))
+                blob = pickle.dumps({"executable": serialize_executable.serialize(exe),
+                                     "lapack": "lapack_" in exe.as_text()})
                 with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
                     tmp.write(blob)
                 os.replace(tmp.name, path)
@@ -319,6 +329,42 @@ class ExecutableStore:
         """Forgets the executables in memory (the files stay): the next call of each
         signature loads it again, as a new process would."""
         self._memory.clear()
+
+
+def _initialize_lapack() -> None:
+    """Sets up jaxlib's LAPACK kernels (their BLAS/LAPACK function pointers), as JAX does
+    when it lowers a linear-algebra operation: a program loaded from the store skips the
+    lowering, and its LAPACK calls would jump to null pointers (a segmentation fault)."""
+    from jaxlib import lapack
+
+    lapack.prepare_lapack_call("getrf_ffi", np.dtype(np.float64))
+
+
+def stored(fn: Callable | None = None, *, static_argnames: str | tuple[str, ...] = ()):
+    """Decorates a top-level JAX function: ``types.jit`` whose programs run through
+    :data:`STORE`, so that a later process loads them without tracing or lowering.
+
+    Use it for the programs a command runs once or a few times per process (a cached
+    ``libra-train`` otherwise spends ~0.4 s tracing and lowering them, and importing XLA's
+    MLIR dialects, only to find them in JAX's cache); the call goes through the store's
+    signature (~50 us), not jit's C++ fast path, so not for a function called in a hot loop.
+    Dynamic arguments are positional; ``static_argnames`` are keywords (hashable, part of the
+    key). ``.jitted`` is the plain jitted function (to call inside another jit)."""
+    if fn is None:
+        return functools.partial(stored, static_argnames=static_argnames)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    jitted = jit(fn, static_argnames=names)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        static = {name: kwargs.pop(name) for name in names if name in kwargs}
+        if kwargs:
+            raise TypeError(f"{_name(fn)}: pass {sorted(kwargs)} by position "
+                            "(a stored program takes its dynamic arguments by position)")
+        return STORE.call(jitted, args, static)
+
+    call.jitted = jitted
+    return call
 
 
 def _name(fn) -> str:

@@ -60,9 +60,9 @@ from libra_jax.solvers.certificate import (
     status_codes,
     tangent_lp_bound,
 )
-from libra_jax.solvers.compilation import timed
+from libra_jax.solvers.compilation import stored, timed
 from libra_jax.solvers.ipm import IpmConfig, equality_rows, linear_rows
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, jit, show
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
 
 #: Most cutting-plane rounds (or prices) of a perf_per_cost search, and most cost levels per
 #: vmapped round (`solve`'s ``max_rounds`` and ``batch``).
@@ -143,18 +143,18 @@ def design_metrics(p: Problem, bw) -> tuple[float, float, float | None]:
     """(step time ns, communication time ns, network cost $ or None without a cost model)
     of the bandwidths ``bw`` [D] on problem ``p`` (host floats, evaluated in float64 whoever
     calls: `result_from_batch` runs outside the solvers' float64 calls)."""
-    step, comm, cost = jax.device_get(_metrics_jit(jnp.asarray(bw), p))
+    step, comm, cost = jax.device_get(_metrics_jit(np.asarray(bw, np.float64), p))
     return float(step) * 1e9, float(comm) * 1e9, float(cost) if p.has_cost else None
 
 
-@jit
+@stored
 def _metrics_jit(bw, p: Problem):
     """(step s, communication s, cost $) in one program (eager, each of the model's
     operations would compile a program of its own)."""
     return model.step_time_s(bw, p), model.comm_time_s(bw, p), model.network_cost_usd(bw, p)
 
 
-@jit
+@stored
 def _max_violation_jit(bw, p: Problem):
     return model.max_violation(bw, p)
 
@@ -317,7 +317,7 @@ class _Search:
         search's cap or price is not a constraint of perf_per_cost); returns its product."""
         prod = float(step_s) * (self.offset + float(self.rates @ bw))
         if prod < self.best[0]:
-            self.best = (prod, bw, float(_max_violation_jit(jnp.asarray(bw), self.p)))
+            self.best = (prod, bw, float(_max_violation_jit(np.asarray(bw, np.float64), self.p)))
         return prod
 
     def lower_envelope(self):
@@ -397,7 +397,7 @@ PRICE_STEPS = 80
 PRICE_PAST = 3
 
 
-@jit(static_argnames="config")
+@stored(static_argnames="config")
 def _priced_jit(p: Problem, params, price, start, config):
     return jax.vmap(lambda prm: first_order.solve_first_order(p, prm, config, price, start))(
         params)
@@ -418,8 +418,8 @@ def _perf_per_cost_priced(p, perf: SolveResult, start, max_rounds):
 
     def level(price, x0):
         x0 = np.concatenate([x0, np.ones(q.lo.shape[-1] - d)])
-        out = jax.device_get(_priced_jit(q, params, jnp.asarray(price), jnp.asarray(x0),
-                                         first_order.CONTINUATION_CONFIG))
+        out = jax.device_get(_priced_jit(q, params, np.asarray(price, np.float64), x0,
+                                         config=first_order.CONTINUATION_CONFIG))
         if not np.all(np.isfinite(out.bw)):
             search.finite = False
         # The best bound of the runs is valid; the point is the best feasible run's.
@@ -518,7 +518,7 @@ def _dist_obj(z, target):
     return 0.5 * jnp.sum((z - target) ** 2) / jnp.maximum(jnp.sum(target**2), 1e-300)
 
 
-@jit(static_argnames="config")
+@stored(static_argnames="config")
 def _project_jit(p: Problem, target, config=BarrierConfig()):
     d = p.num_dims
     g, h, g_on, e, f, e_on = constraint_rows(p, 0.0, False)
@@ -544,7 +544,7 @@ def _polish_projection(p, target, x, lin, g, h, e, f, e_on):
     else:
         # min ||y - target||^2 s.t. a y = b  ->  y = target - a^+ (a target - b)
         y = target - np.linalg.pinv(a) @ (a @ target - b)
-    viol = float(_max_violation_jit(jnp.asarray(y), p))
+    viol = float(_max_violation_jit(np.asarray(y, np.float64), p))
     return y if viol <= 1e-12 * scale else x
 
 
@@ -559,10 +559,10 @@ def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline
     config = check_config(config, BarrierConfig)
     d = p.num_dims
     target = np.full(d, float(p.total_bw_gbps) / d)
-    viol = float(_max_violation_jit(jnp.asarray(target), p))
+    viol = float(_max_violation_jit(target, p))
     projected = viol > VIOLATION_TOL * violation_scale(p)
     if projected:
-        x, lin, g, h, e, f, e_on = jax.device_get(_project_jit(p, jnp.asarray(target), config))
+        x, lin, g, h, e, f, e_on = jax.device_get(_project_jit(p, target, config=config))
         bw = _polish_projection(p, target, np.asarray(x), lin, g, h, e, f, e_on)
     else:
         bw = target

@@ -56,7 +56,8 @@ from libra_jax.solvers import solve as solve_mod
 from libra_jax.solvers.barrier import BarrierConfig, BarrierData, barrier_minimize
 from libra_jax.solvers.batch import check_config, check_problem, solve_batch
 from libra_jax.solvers.certificate import VIOLATION_TOL, relative_gap, status_codes
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, jit, show
+from libra_jax.solvers.compilation import stored
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64, show
 
 MULTI_OBJECTIVES = ("sum_time", "sum_time_x_cost", "worst_slowdown")
 #: Largest weight of a workload (``weights``): LIMITS.max_coefficient, the largest number of a
@@ -218,7 +219,7 @@ class WorstSlowdown(NamedTuple):
     theta: np.ndarray  # [N] normalised workload multipliers
 
 
-@jit(static_argnames="config")
+@stored(static_argnames="config")
 def _slowdown_jit(p: Problem, traffic, wmat, compute, own, config=BarrierConfig()):
     """Epigraph barrier solve over z = (bw [D], s, t [K]); see the module docstring."""
     d = p.num_dims
@@ -278,8 +279,8 @@ def worst_slowdown(problems: Sequence[Problem], own_s, cost_rates_usd_per_gbps, 
     np.add.at(wmat, (owner[ok], index[ok]), ones[ok])
     compute = np.array([float(p.compute_s) for p in problems])
     out = jax.device_get(_slowdown_jit(
-        problems[0], jnp.asarray(traffic.reshape(-1, d)), jnp.asarray(wmat),
-        jnp.asarray(compute), jnp.asarray(own_s), config,
+        problems[0], np.asarray(traffic.reshape(-1, d), np.float64),
+        np.asarray(wmat, np.float64), compute, np.asarray(own_s, np.float64), config=config,
     ))
     bw = np.asarray(out.bw, np.float64)
     finite = bool(out.finite) and bool(np.all(np.isfinite(bw)))

@@ -55,7 +55,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.optimize
 
 from libra_jax.inputs.cost import CostModel
 from libra_jax.inputs.limits import as_instance
@@ -63,11 +62,13 @@ from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload
 from libra_jax.model import objective as model
 from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model import lp
 from libra_jax.model.linear import parse_linear_constraints
 from libra_jax.model.problem import check_spec, power_row
 from libra_jax.model.timing import TimingModel
 from libra_jax.solvers.batch import check_problem
 from libra_jax.solvers.certificate import epigraph_rows
+from libra_jax.solvers.compilation import stored
 from libra_jax.solvers.solve import SolveResult, design_metrics
 from libra_jax.types import LibraInputError, float64
 
@@ -156,13 +157,10 @@ class _LP:
 
 
 def _linprog(c, a_ub, b_ub, a_eq, b_eq, bounds):
-    return scipy.optimize.linprog(
-        c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs-ds",
-        options=dict(primal_feasibility_tolerance=1e-10, dual_feasibility_tolerance=1e-10),
-    )
+    return lp.linprog(c, a_ub, b_ub, a_eq, b_eq, bounds, method="highs-ds", tolerance=1e-10)
 
 
-@jax.jit
+@stored
 def _epigraph_times(bw, p):
     """(phase x dim times [K, D], piece times [J]) in s, as one compiled program."""
     return model.dim_times_s(bw, p), model.piece_times_s(bw, p)
@@ -182,7 +180,7 @@ def _multiplier_lp(p, x, rows, s_t, g0, value):
     used = coef > 0
     safe_x = np.where(used, x[None, :], 1.0)
     # Every epigraph variable's value at x (LIBRA phases, then pieces), for nested rows.
-    dim_s, piece_s = jax.device_get(_epigraph_times(jnp.asarray(x), p))
+    dim_s, piece_s = jax.device_get(_epigraph_times(np.asarray(x, np.float64), p))
     t_all = np.concatenate([np.max(np.asarray(dim_s), axis=1, initial=0.0),
                             np.asarray(piece_s)])
     r_val = const + np.sum(np.where(used, coef / safe_x, 0.0), axis=1) + nest @ t_all  # [R] s
@@ -269,7 +267,6 @@ def _size_gradient(p, workload, x, pi_kd):
     coll = np.asarray(workload.collective)
     comm = np.asarray(workload.communicator)
     size = np.asarray(workload.size_bytes, np.float64)
-    d = x.shape[0]
     traffic = np.asarray(traffic_bytes(coll, size, comm), np.float64)  # [L, 3, D] bytes
     lookup = {tuple(row): k for k, row in enumerate(np.asarray(p.traffic_gb, np.float64))}
     weight_ld = np.zeros(traffic.shape)  # [L, 3, D] pi of each (layer, phase), per dim
@@ -283,11 +280,18 @@ def _size_gradient(p, workload, x, pi_kd):
                              f"(layer {idx[0]}, phase {idx[1]}).")
         weight_ld[idx] = pi_kd[k]
 
-    def lagr(s):  # ns: bytes / (GB/s)
-        t = traffic_bytes(jnp.asarray(coll), s, jnp.asarray(comm))
-        return jnp.sum(jnp.asarray(weight_ld) * t / jnp.asarray(x).reshape(1, 1, d))
+    return np.asarray(_size_grad(size, coll, comm, weight_ld, np.asarray(x, np.float64)))
 
-    return np.asarray(jax.jit(jax.grad(lagr))(jnp.asarray(size)))  # one program, not ~20
+
+@stored
+def _size_grad(size, coll, comm, weight_ld, x):
+    """d/d size of sum(weight_ld * traffic / x) [L, 3] in ns per byte: one program, not ~20."""
+
+    def lagr(s):  # ns: bytes / (GB/s)
+        t = traffic_bytes(coll, s, comm)
+        return jnp.sum(weight_ld * t / x.reshape(1, 1, -1))
+
+    return jax.grad(lagr)(size)
 
 
 @float64
