@@ -238,3 +238,50 @@ def test_perf_per_cost_with_the_optax_method(tmp_path):
     case = _case("DLRM", "3d", "total_bw_500gbps", "perf_per_cost")
     assert result["status"] == "ok" and result["optimality_gap"] <= 1e-6
     assert _relative(result["time_x_cost"], case["time_x_cost"]) < 1e-6
+
+
+def test_hydra_composes_once_unless_the_command_line_may_set_the_mode():
+    """`runtime.compose_once` skips Hydra's first composition (which only reads hydra.mode)
+    where the mode is certainly unset; any override that may set it, or a primary config of
+    the user's, keeps Hydra's own path. The shipped configs never set it."""
+    ok = runtime.mode_is_default
+    assert ok(["conf=turing_nlg"]) and ok(["-m", "conf=gpt3,turing_nlg"])
+    assert ok(["conf=turing_nlg", "hydra.run.dir=/tmp/x", "hydra.job.chdir=false"])
+    for argv in (["hydra.mode=MULTIRUN"], ["+hydra.mode=RUN"], ["hydra/launcher=libra_joblib"],
+                 ["-m", "hydra/sweeper=optuna"], ["--config-dir", "/tmp", "conf=x"],
+                 ["--config-name", "other"], ["-cp", "/tmp"]):
+        assert not ok(argv), argv
+    for path in (REPO / "libra_jax" / "conf").rglob("*.yaml"):
+        data = yaml.safe_load(path.read_text()) or {}
+        hydra_node = data.get("hydra") if isinstance(data, dict) else None
+        assert not (isinstance(hydra_node, dict) and "mode" in hydra_node), path
+        assert not (isinstance(data, dict) and "mode" in data
+                    and path.parent.name in ("hydra", "launcher", "sweeper")), path
+
+
+def test_hydra_mode_from_the_command_line_is_still_honoured(tmp_path):
+    """hydra.mode=MULTIRUN without -m runs a sweep (Hydra's first composition reads it)."""
+    proc = _train("conf=turing_nlg", "hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 's'}",
+                  cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "s" / "0" / "result.json").read_text())["status"] == "ok"
+
+
+def test_a_checked_config_is_not_converted_again_until_it_changes():
+    """`config._as_config` hands back an object that went through the schema (the command's
+    one conversion marks it); once changed it goes through the schema again, so a bad value
+    set after the check is still refused."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from libra_jax.cli import config
+    from libra_jax.types import LibraInputError
+
+    c = config._as_config(OmegaConf.structured(config.LibraConfig))
+    assert config._as_config(c) is c
+    c.objective = "fastest"
+    with pytest.raises(LibraInputError, match="objective"):
+        config._as_config(c)
+    fresh = dataclasses.replace(config._as_config(OmegaConf.structured(config.LibraConfig)))
+    assert config._as_config(fresh) is not fresh  # (not checked: converted)

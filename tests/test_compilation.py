@@ -187,3 +187,67 @@ def test_plan_buckets_merges_while_compiling_costs_more_than_padding():
     assert B.chunk_plan(10000, 1024, {256}, 2e-4) == [256] * 40
     assert B.chunk_plan(10000, 1024, (), 2e-4) == [1024] * 10
     assert B.chunk_plan(200, 1024) == [256]
+
+
+STORED_SNIPPET = """
+import json, numpy as np, jax, jax.numpy as jnp
+from libra_jax.solvers.compilation import STORE, stored
+
+@stored(static_argnames="power")
+def pinv_power(a, power=1):  # calls LAPACK (an SVD)
+    return jnp.linalg.pinv(a) ** power
+
+with jax.enable_x64(True):
+    a = np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 1.0]])
+    one, two = pinv_power(a), pinv_power(a, power=2)
+    try:
+        pinv_power(a, 2)
+    except TypeError as e:
+        message = str(e)
+print(json.dumps(dict(one=np.asarray(one).tolist(), two=np.asarray(two).tolist(),
+                      loaded=STORE.loaded, compiled=STORE.compiled, message=message)))
+"""
+
+
+def test_a_stored_program_that_calls_lapack_loads_and_runs_in_a_fresh_process(tmp_path):
+    """`compilation.stored`: a static keyword makes a program of its own; the second process
+    loads both without compiling and runs them (a program that calls LAPACK needs jaxlib's
+    LAPACK kernels set up first: without that, the loaded pinv crashed the process)."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(REPO), **{compilation.CACHE_ENV: str(tmp_path)})
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", STORED_SNIPPET], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    want = np.linalg.pinv(np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 1.0]]))
+    np.testing.assert_allclose(first["one"], want, rtol=1e-12)
+    np.testing.assert_allclose(first["two"], want**2, rtol=1e-12)
+    assert (first["compiled"], first["loaded"]) == (2, 0)
+    assert (second["compiled"], second["loaded"]) == (0, 2)
+    assert second["one"] == first["one"] and second["two"] == first["two"]
+    assert "['power'] by keyword" in first["message"], first  # (not a third program)
+
+
+def test_a_cached_command_traces_and_compiles_nothing(tmp_path):
+    """A second ``libra-train conf=turing_nlg`` with the same cache folder loads every
+    program from the store: JAX traces, lowers and compiles nothing (each would cost tens
+    of ms to seconds of a ~3 s process), and the table is the same."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_LOG_COMPILES="1")
+    outs = []
+    for i in range(2):
+        p = subprocess.run([sys.executable, "-m", "libra_jax.train", "conf=turing_nlg",
+                            f"compilation_cache_dir={tmp_path / 'cache'}",
+                            f"hydra.run.dir={tmp_path / str(i)}"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        outs.append(p)
+    assert "Finished tracing" in outs[0].stderr  # (the log is on: the first run compiles)
+    for word in ("Finished tracing", "Finished jaxpr to MLIR", "Finished XLA compilation"):
+        assert word not in outs[1].stderr, outs[1].stderr[-3000:]
+    table = [ln for ln in outs[0].stdout.splitlines() if "time" not in ln]
+    assert table == [ln for ln in outs[1].stdout.splitlines() if "time" not in ln]
+    assert "HiGHS" not in outs[0].stdout + outs[1].stdout  # (its banner kept out of the table)

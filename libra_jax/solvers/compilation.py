@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import inspect
 import os
 import pathlib
 import pickle
@@ -302,7 +303,7 @@ class ExecutableStore:
             payload = pickle.loads(path.read_bytes())
             if payload["lapack"]:
                 _initialize_lapack()
-            exe = serialize_executable.deserialize_and_load(*payload["executable"])
+            exe = serialize_executable.deserialize_and_load(*pickle.loads(payload["executable"]))
         except Exception:  # noqa: BLE001 -- a damaged or foreign file is compiled again
             return None
         jax.monitoring.record_event_duration_secs(
@@ -316,8 +317,10 @@ class ExecutableStore:
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                blob = pickle.dumps({"executable": serialize_executable.serialize(exe),
-                                     "lapack": "lapack_" in exe.as_text()})
+                executable = pickle.dumps(serialize_executable.serialize(exe))
+                # (a LAPACK call names its kernel, "lapack_<routine>_ffi", in the executable)
+                blob = pickle.dumps({"executable": executable,
+                                     "lapack": b"lapack_" in executable})
                 with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
                     tmp.write(blob)
                 os.replace(tmp.name, path)
@@ -354,13 +357,18 @@ def stored(fn: Callable | None = None, *, static_argnames: str | tuple[str, ...]
         return functools.partial(stored, static_argnames=static_argnames)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     jitted = jit(fn, static_argnames=names)
+    params = list(inspect.signature(fn).parameters)
+    first_static = min((params.index(n) for n in names if n in params), default=len(params))
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         static = {name: kwargs.pop(name) for name in names if name in kwargs}
-        if kwargs:
-            raise TypeError(f"{_name(fn)}: pass {sorted(kwargs)} by position "
-                            "(a stored program takes its dynamic arguments by position)")
+        if kwargs or len(args) > first_static:
+            raise TypeError(
+                f"{_name(fn)}: pass the dynamic arguments by position and {list(names)} by "
+                f"keyword (a stored program is keyed by them; got {len(args)} positional, "
+                f"keywords {sorted(kwargs)})")
+        default_cache()  # (as the solvers' entry points do)
         return STORE.call(jitted, args, static)
 
     call.jitted = jitted
