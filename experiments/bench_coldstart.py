@@ -14,8 +14,9 @@ imported before it starts, with ``LIBRA_JAX_CACHE_DIR`` pointing at a new, empty
 * api_big: the same in a fresh process for ``--big`` problems, then a second call with other
   values and another count (``--big`` + 1,234), "warm"; once built one by one (the list
   API), once by the documented stacked path (`stacked_groups`, `solve_stacked`);
-* cli: ``python -m libra_jax.train conf=turing_nlg`` as a whole process, against
-  ``python -c "import jax, hydra"`` in the same run;
+* cli: ``python -m libra_jax.train conf=turing_nlg`` as a whole process, with an empty
+  cache folder and again with the folder it filled, against ``python -c "import jax,
+  hydra"``, alternating, ``--cli-repeats`` times each; the medians are compared;
 * loop: cvxpy + Clarabel over the same ``--n`` problems, one after another (the reference
   solver a user would otherwise write), in this process.
 
@@ -226,6 +227,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--big", type=int, default=10000)
     ap.add_argument("--check", type=int, default=200, help="problems checked against cvxpy")
+    ap.add_argument("--cli-repeats", type=int, default=5,
+                    help="command runs each way (cold, cached), with the import between")
     ap.add_argument("--out", type=pathlib.Path,
                     default=ROOT / "experiments" / "results" / "bench_coldstart.md")
     args = ap.parse_args(argv)
@@ -272,16 +275,25 @@ def main(argv=None) -> int:
                          f"ok {f['ok']}/{f['n']}, gap <= {f['max_gap']:.1e}", "",
                          f"{rate:,.1f}/s = {rate / loop_rate:.2f}x the loop"))
 
-    base = timed_process([sys.executable, "-c", "import jax, hydra"])
-    cli_cache = str(tmp / "cache_cli")
-    train = [sys.executable, "-m", "libra_jax.train", "conf=turing_nlg",
-             f"hydra.run.dir={tmp / 'run'}", f"compilation_cache_dir={cli_cache}"]
-    cli_cold = timed_process(train)
-    cli_warm = timed_process(train)
-    rows.append(('python -c "import jax, hydra"', "", "", f"{base:.1f} s", "", "", ""))
-    rows.append(("libra-train conf=turing_nlg, empty cache", "", "", f"{cli_cold:.1f} s", "",
+    # The command, --cli-repeats times each way, alternating with the import it is compared with
+    # (medians: one process takes 2-4 s and the machine's noise is of the same order).
+    imports, colds, cacheds = [], [], []
+    for i in range(args.cli_repeats):
+        cli_cache = str(tmp / f"cache_cli_{i}")
+        train = [sys.executable, "-m", "libra_jax.train", "conf=turing_nlg",
+                 f"hydra.run.dir={tmp / 'run'}", f"compilation_cache_dir={cli_cache}"]
+        imports.append(timed_process([sys.executable, "-c", "import jax, hydra"]))
+        colds.append(timed_process(train))
+        cacheds.append(timed_process(train))
+    base, cli_cold, cli_warm = (float(np.median(x)) for x in (imports, colds, cacheds))
+
+    def spread(values):
+        return f"{float(np.median(values)):.2f} s (of {', '.join(f'{v:.2f}' for v in values)})"
+
+    rows.append(('python -c "import jax, hydra"', "", "", spread(imports), "", "", ""))
+    rows.append(("libra-train conf=turing_nlg, empty cache", "", "", spread(colds), "",
                  f"{cli_cold / base:.2f}x import", ""))
-    rows.append(("libra-train conf=turing_nlg, cached", "", "", f"{cli_warm:.1f} s", "",
+    rows.append(("libra-train conf=turing_nlg, cached", "", "", spread(cacheds), "",
                  f"{cli_warm / base:.2f}x import", ""))
 
     head = ("what", "problems", "build + call (after import)", "whole process", "results",
