@@ -29,7 +29,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from libra_jax.cli.config import check_command_line
-from libra_jax.cli.runtime import enable_compilation_cache, os_error_message, typed_config
+from libra_jax.cli.runtime import (
+    compose_once,
+    enable_compilation_cache,
+    end_process,
+    os_error_message,
+    typed_config,
+)
 from libra_jax.studies.scan import (
     ScanConfig,
     ScanResult,
@@ -92,4 +98,6 @@ def main(cfg: DictConfig) -> ScanResult:
 def cli() -> None:
     """Console entry point (``libra-scan``)."""
     check_command_line("libra_jax.scan", None, schema=ScanConfig, groups=())
+    compose_once()
     main()
+    end_process()
