@@ -22,6 +22,7 @@ import math
 import os
 import pathlib
 import sys
+import threading
 from typing import Any, Callable, NoReturn, Sequence
 
 from hydra._internal.utils import get_args_parser  # Hydra's own command-line parser
@@ -196,7 +197,12 @@ def end_process() -> NoReturn:
     flushed; results and compiled programs are already on disk. Only the commands' ``cli()``
     call this, never library code."""
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)  # CPython's atexit runner
-    if run_exit_handlers is None:  # another interpreter: leave the usual way
+    others = [t for t in threading.enumerate()
+              if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if run_exit_handlers is None or others:
+        # Another interpreter, or threads still running (e.g. joblib's worker manager after a
+        # launcher's sweep, which the interpreter joins before its exit handlers): the usual
+        # way out.
         sys.exit(0)
     run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
