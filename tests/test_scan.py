@@ -54,14 +54,18 @@ def _cfg(tmp_path=None, **space) -> scan.ScanConfig:
 
 class FakeSolver:
     """`solve_stacked` stand-in: the budget split 1 : 2 : ... : D over the dims (numbers that
-    need full precision, e.g. 100/3), model step time in numpy; counts what it solves."""
+    need full precision, e.g. 100/3), model step time in numpy; counts what it solves and
+    keeps each call's options."""
 
     def __init__(self):
         self.calls = 0
         self.problems = 0
+        self.kwargs: list[dict] = []
 
-    def __call__(self, batches, chunk=None, dtype=None, tier=None):
+    def __call__(self, batches, chunk=None, dtype=None, tier=None, fixed_programs=False):
         self.calls += 1
+        self.kwargs.append(dict(chunk=chunk, dtype=dtype, tier=tier,
+                                fixed_programs=fixed_programs))
         bws, steps = [], []
         for stacked in batches:
             for i in range(len(stacked.compute_s)):

@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from test_scan import FakeSolver, _cfg, _cli
 
+from libra_jax.solvers import batch
 from libra_jax.studies import scan
 from libra_jax.studies.scan.files import read_json
 from libra_jax.studies.scan.summary import Summary
@@ -201,6 +202,71 @@ def test_merge_refuses_missing_shards_and_other_scans(tmp_path):
         _run(out, 0, 2)
     with pytest.raises(LibraInputError, match=r"scan.num_shards = 1, but .* split into 3"):
         _run(out)
+
+
+# ------------------------------------------ the real solver: results do not depend on the split
+
+
+def _real(monkeypatch, out, count=1, chunk_size=2048, **run):
+    """MSFT-1T (tp 128) on the 165 4-dim Ring shapes of 4,096 NPUs at 1,000 GB/s (512x2x2x2
+    among them: its bandwidths came out in other last digits from a call of 16 problems than
+    from one of 256 or 1024), solved by the real engine, every shard in turn as if in a fresh
+    process (the engine's record of the programs it ran, which its planner reads, emptied),
+    then merged."""
+    cfg = _cfg(npus=4096, min_dims=4, max_dims=4, blocks=["Ring"], budgets_gbps=[1000.0])
+    cfg.workloads = [scan.ScanWorkloadConfig(file="workload/MSFT_1T.txt", tp=128)]
+    cfg.scan.chunk_size, cfg.scan.solve_chunk = chunk_size, None
+    for k, v in run.items():
+        setattr(cfg.scan, k, v)
+    cfg.scan.num_shards = count
+    for i in range(count):
+        cfg.scan.shard_index = i
+        monkeypatch.setattr(batch, "_COMPILED", set())
+        scan.run_scan(cfg, out)
+    if count > 1:
+        scan.merge_scan(out, cfg.report)
+    return pd.read_parquet(out / "chunks").sort_values("design_id", ignore_index=True)
+
+
+@pytest.mark.parametrize("dedup, splits", [
+    (True, ((1, 7), (3, 7), (8, 7))),
+    (False, ((3, 50), (8, 7))),
+])
+def test_results_do_not_depend_on_shard_count_or_chunk_size(tmp_path, monkeypatch, dedup,
+                                                            splits):
+    """Unsharded in one chunk of 165 designs, then 1, 3 and 8 shards in chunks of 7 (and 3
+    in chunks of 50): the same rows, pareto_front.csv and top_k.md byte for byte. A scan
+    solves with fixed programs (`problems.program_size`: calls of 16 with dedup, of 256
+    without; no bucket merging), so no design goes through another compiled program when its
+    chunk holds fewer problems or the process compiled others first (the engine's own plan
+    ran the chunks of 7 in calls of 16 and the whole scan in calls of 256: 512x2x2x2 and
+    other designs differed in their last digits)."""
+    one = _real(monkeypatch, tmp_path / "one", dedup=dedup)
+    assert len(one) == 165 and (one.status == "ok").all()
+    assert "512x2x2x2" in set(one.dims)
+    for count, chunk_size in splits:
+        out = tmp_path / f"s{count}c{chunk_size}"
+        rows = _real(monkeypatch, out, count, chunk_size, dedup=dedup)
+        pd.testing.assert_frame_equal(rows, one, check_exact=True)
+        for name in ("pareto_front.csv", "top_k.md"):
+            assert (out / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), (
+                count, chunk_size, name)
+
+
+def test_program_size_follows_the_ladder():
+    from libra_jax.studies.scan.problems import program_size
+
+    assert program_size(None, True) == 16 and program_size(None, False) == 256  # CPU
+    assert [program_size(n, True) for n in (1, 16, 255, 256, 1000, 1024, 70000)] == [
+        16, 16, 16, 256, 256, 1024, 65536]
+
+
+def test_a_scan_asks_the_engine_for_fixed_programs(tmp_path):
+    solver = FakeSolver()
+    _run(tmp_path, solve_chunk=300, dedup=False, solver=solver)
+    assert solver.kwargs == [{"chunk": 256, "dtype": np.dtype("float64"), "tier": "full",
+                              "fixed_programs": True}] * len(solver.kwargs)
+    assert solver.kwargs
 
 
 # ------------------------------------------------------- Hydra launchers, the command

@@ -344,11 +344,20 @@ def _compiled(kind) -> frozenset:
     return frozenset((shape, c, tier) for k, shape, c, tier in _COMPILED if k == kind)
 
 
-def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier) -> tuple[dict, dict]:
+def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier,
+               fixed: bool = False) -> tuple[dict, dict]:
     """The plan of one call (`solve_batch`, `solve_stacked`, `warm_up`) with ``counts``
     problems per bucket: (``{bucket: target}`` from `plan_buckets`, ``{target: (tier,
     chunk sizes)}`` from `program_plan`), given what this process compiled for ``kind``
-    and the caller's ``tier`` (None: the cost model chooses)."""
+    and the caller's ``tier`` (None: the cost model chooses). With ``fixed`` (the engines'
+    ``fixed_programs``) every bucket runs in its own program, in chunks of the largest
+    `CHUNK_LADDER` size <= ``max_chunk``, at ``tier`` (None: "full"): a plan that depends on
+    nothing but each problem's bucket."""
+    if fixed:
+        size = max(c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0]))
+        return ({shape: shape for shape in counts},
+                {shape: (tier or "full", [size] * -(-n // size))
+                 for shape, n in counts.items()})
     compiled = _compiled(kind)
     tiers = tuple(TIERS) if tier is None else (tier,)
     target = plan_buckets(counts, max_chunk, compiled, tiers)
@@ -553,7 +562,7 @@ def _finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, sca
 
 
 def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify_on_host,
-                  config, float64_fallback=True, tier=None):
+                  config, float64_fallback=True, tier=None, fixed_programs=False):
     """Solves stacked groups (each one shape); groups of one bucket share device calls.
     Returns (bw list of [B_g, D_g] arrays, then per-problem columns in group order)."""
     devices = jax.local_devices() if devices is None else list(devices)
@@ -567,7 +576,7 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     for shape, size in zip(shapes, sizes):
         counts[shape] = counts.get(shape, 0) + size
     kind = _kind(config, dtype, devices)
-    target, plans = _plan_call(counts, max_chunk, kind, tier)
+    target, plans = _plan_call(counts, max_chunk, kind, tier, fixed_programs)
     by_bucket: dict[tuple, list[int]] = {}
     for gi, shape in enumerate(shapes):
         by_bucket.setdefault(target[shape], []).append(gi)
@@ -616,7 +625,7 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
             sub = solve_batch([host_problem(i) for i in redo],
                               caps=None if caps is None else caps[redo], chunk=chunk,
                               devices=devices, certify_on_host=certify_on_host,
-                              config=config)
+                              config=config, tier=tier, fixed_programs=fixed_programs)
             for j, i in enumerate(redo):
                 bw_rows[i][:] = sub.bandwidth_gbps[j]
                 res.step_time_ns[i] = sub.step_time_ns[j]
@@ -802,7 +811,8 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
 def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                   chunk: int | None = None, devices=None, certify_on_host: bool = True,
                   method: str = "ipm", config=None,
-                  float64_fallback: bool = True, tier: str | None = None) -> BatchResult:
+                  float64_fallback: bool = True, tier: str | None = None,
+                  fixed_programs: bool = False) -> BatchResult:
     """Solves stacked problems (leaves [B, ...]; e.g. `problem.problems_from_stacked`).
 
     Args:
@@ -824,6 +834,11 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
         slower, "full" the other way round); None: chosen per program by the cost model
         from the call's size and what this process has compiled. Long runs of many calls
         (a scan) pass "full": each call alone would pick "quick" and keep it.
+      fixed_programs: run each bucket in its own program (no merging into a larger bucket)
+        in chunks of exactly ``chunk`` (rounded down to `CHUNK_LADDER`), at ``tier`` (None:
+        "full"). XLA's programs for two chunk sizes or buckets round the last digits
+        differently, so only then is a problem's result independent of what else is in the
+        call and of what the process ran before (a scan's shards: `studies.scan.problems`).
 
     Returns:
       `BatchResult`; ``bandwidth_gbps`` is [B, D] for one stacked batch, else a list of
@@ -841,7 +856,8 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
                                                  certify_on_host, float64_fallback)
     bws, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                              certify_on_host=certify_on_host, config=config,
-                             float64_fallback=float64_fallback, tier=_check_tier(tier))
+                             float64_fallback=float64_fallback, tier=_check_tier(tier),
+                             fixed_programs=as_bool(fixed_programs, "fixed_programs"))
     if isinstance(p, Problem):
         res.bandwidth_gbps = bws[0]
     return res
@@ -852,7 +868,8 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
                 chunk: int | None = None, devices=None, certify_on_host: bool = True,
                 method: str = "ipm", config=None,
-                float64_fallback: bool = True, tier: str | None = None) -> BatchResult:
+                float64_fallback: bool = True, tier: str | None = None,
+                fixed_programs: bool = False) -> BatchResult:
     """Solves many `perf` problems of any sizes; results in input order.
 
     Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
@@ -880,7 +897,8 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     groups = [stack([problems[i] for i in idxs]) for idxs in by_size.values()]
     _, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                            certify_on_host=certify_on_host, config=config,
-                           float64_fallback=float64_fallback, tier=_check_tier(tier))
+                           float64_fallback=float64_fallback, tier=_check_tier(tier),
+                           fixed_programs=as_bool(fixed_programs, "fixed_programs"))
     inv = np.empty(n, int)
     inv[order] = np.arange(n)
     return BatchResult([res.bandwidth_gbps[j] for j in inv], res.step_time_ns[inv],

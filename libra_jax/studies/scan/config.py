@@ -104,8 +104,9 @@ class RunConfig:
 
     output_dir: Optional[str] = None  # null -> the Hydra run dir; reuse a dir to resume
     chunk_size: int = 2048  # designs per chunk file (part of the resume identity)
-    solve_chunk: Optional[int] = None  # most problems per device call (null: the engine's
-    #   default, batch.default_max_chunk: 1024 on CPUs, 65536 on GPUs)
+    solve_chunk: Optional[int] = None  # problems per device call, every call this size
+    #   (rounded down to 16, 256, 1024, 65536, ...; null: on CPUs 16 with dedup, else 256;
+    #   65536 on GPUs); problems.program_size
     dtype: Dtype = Dtype.float64  # the kernel's precision (certified in float64)
     dedup: bool = True  # solve each distinct (shape, workload, mapping, budget) once per chunk
     format: Format = Format.parquet  # chunk files (part of the resume identity)

@@ -9,6 +9,17 @@ except through a catalogue tier's ``MaxGbps`` (an upper bound on its dimension, 
 the key; LIBRA's cost models have none). The dedup keys live for one chunk only, so nothing
 grows with the number of designs scanned. Rows get ``network_power_w`` and
 ``energy_per_step_j`` when the cost model has ``Energy`` (`cost.power_rates_w_per_gbps`).
+
+A design's result does not depend on how the scan is split (shards, ``scan.chunk_size``).
+The problem solved for a dedup key is built from the key's fields alone (shape, workload,
+mapping, budget, bounds), whichever design of the group comes first. The compiled program
+that solves it must not depend on the split either: the engine's planner merges a call's
+small buckets into larger ones and picks chunk sizes by what the call holds and what the
+process compiled before, and XLA's programs for two chunk sizes or buckets round the last
+digits differently (measured: one MSFT-1T design gave 923.3571114288541 GB/s in a call of
+16 and 923.3571114288593 in a call of 1024, the same in any position of either). So a scan
+solves with ``fixed_programs`` (`batch.solve_stacked`): each problem in its own bucket's
+program, in calls of one size, `program_size`.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import math
 import time
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 from libra_jax.inputs.cost import (
@@ -177,6 +189,20 @@ class ChunkBuilder:
         return batches, position
 
 
+def program_size(solve_chunk: int | None, dedup: bool) -> int:
+    """The problems in every device call of a scan: ``solve_chunk`` rounded down to the
+    engine's ladder (`batch.CHUNK_LADDER`: 16, 256, 1024, 65536, ...; at least 16). None: on
+    CPUs, 16 with ``dedup`` (a chunk holds few distinct problems per bucket) and 256 without
+    (a bucket's last call is padded: 256 pads little and runs as fast per problem as 1024);
+    on accelerators, the engine's default (`batch.default_max_chunk`)."""
+    ladder = batch.CHUNK_LADDER
+    if solve_chunk is None:
+        solve_chunk = batch.default_max_chunk()
+        if jax.default_backend() == "cpu":
+            solve_chunk = ladder[0] if dedup else ladder[1]
+    return max([c for c in ladder if c <= solve_chunk], default=ladder[0])
+
+
 def solve_designs(
     designs: list[Design],
     space: ScanSpace,
@@ -197,7 +223,8 @@ def solve_designs(
       space: its space.
       dedup: solve each distinct (shape, workload, mapping, budget, MaxGbps bounds) once
         (module docstring).
-      solve_chunk: most problems per device call (`batch.solve_stacked`'s ``chunk``).
+      solve_chunk: problems per device call, every call the same size (`program_size`;
+        None: its default).
       dtype: the kernel's precision, "float64" or "float32".
       solver: `batch.solve_stacked`-compatible function, called once per chunk with the list
         of stacked batches (tests count calls); default `batch.solve_stacked`.
@@ -229,8 +256,10 @@ def solve_designs(
         batches, which = builder.problems(designs, [rates for _, rates in nets], upper)
     t1 = time.perf_counter()
     # The full tier throughout: a scan makes many calls, and its first alone would pick the
-    # quick tier (fast to compile, 4.5x slower to run) and keep it for all the others.
-    res = solver(batches, chunk=solve_chunk, dtype=np.dtype(dtype), tier="full")
+    # quick tier (fast to compile, 4.5x slower to run) and keep it for all the others. Fixed
+    # programs: a design's result must not depend on the split (module docstring).
+    res = solver(batches, chunk=program_size(solve_chunk, dedup), dtype=np.dtype(dtype),
+                 tier="full", fixed_programs=True)
     t2 = time.perf_counter()
     rows = []
     static_w = space.npus * space.npu_w
