@@ -9,6 +9,9 @@ running one Hydra job so that bad input is a message, not a traceback.
   value out (what sweeper plugins such as Optuna minimise); a failed job logs one ``error:``
   paragraph, writes an error ``result.json`` and returns +inf, and the process exits 1 after
   the whole sweep.
+* :class:`JobRecords` -- the Hydra callback that lets the launching process of a multirun
+  see the failures of jobs that ran elsewhere (joblib, Ray or SLURM workers): each job
+  writes a record into the sweep dir, and :func:`exit_on_failures` reads them.
 * :func:`compose_once` -- a command's first step: Hydra composes the config once, not twice.
 * :func:`end_process` -- a command's last step: streams and logs flushed, then the process
   ends without the interpreter's teardown.
@@ -17,6 +20,7 @@ running one Hydra job so that bad input is a message, not a traceback.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import math
 import os
@@ -27,6 +31,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from hydra._internal.utils import get_args_parser  # Hydra's own command-line parser
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -44,6 +49,41 @@ log = logging.getLogger(__name__)
 #: One entry per failed job of this process ("<run dir>: <message>"); exit status 1 if non-empty.
 FAILURES: list[str] = []
 _JOBS: list[bool] = []  # one entry per job run; True in a multirun
+#: In a multirun's sweep dir: one record per job (``.libra_job_<job num>.json``: its run dir,
+#: and its error or null), written by the job in whichever process or host runs it (files,
+#: not a folder, so the sweep dir's folders stay the jobs' run dirs).
+JOB_RECORD = ".libra_job_{}.json"
+_SWEEPS: list[pathlib.Path] = []  # the sweep dirs of the multiruns this process launched
+
+
+class JobRecords(Callback):
+    """Hydra callback (``hydra.callbacks`` in the commands' configs): at the start of a
+    multirun, in the launching process, clears the sweep dir's job records of an earlier
+    multirun and remembers the dir, so :func:`exit_on_failures` reports the jobs that failed
+    in other processes (a launcher's workers) as it does those of the basic launcher."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = pathlib.Path(config.hydra.sweep.dir)
+        for old in _records(sweep):
+            old.unlink(missing_ok=True)
+        _SWEEPS.append(sweep)
+
+
+def _records(sweep: pathlib.Path) -> list[pathlib.Path]:
+    """The job records in a sweep dir, by job number."""
+    head, tail = JOB_RECORD.split("{}")
+    return sorted(sweep.glob(JOB_RECORD.format("*")),
+                  key=lambda p: int(p.name[len(head):-len(tail)]))
+
+
+def _record_job(hydra_cfg: Any, output_dir: pathlib.Path, error: str | None) -> None:
+    """Writes this job's record (multirun only; `JobRecords`)."""
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return
+    sweep = pathlib.Path(hydra_cfg.sweep.dir)
+    sweep.mkdir(parents=True, exist_ok=True)
+    report.write_json(sweep / JOB_RECORD.format(hydra_cfg.job.num),
+                      {"output_dir": str(output_dir), "error": error})
 
 
 def typed_config(cfg: DictConfig, schema: Any = config.LibraConfig) -> Any:
@@ -120,7 +160,9 @@ def run_job(cfg: DictConfig, job: Callable[[config.LibraConfig, pathlib.Path], f
     try:
         c = typed_config(cfg)
         enable_compilation_cache(c.compilation_cache_dir)
-        return job(c, output_dir)
+        value = job(c, output_dir)
+        _record_job(hydra_cfg, output_dir, None)
+        return value
     except LibraInputError as e:
         message = " ".join(str(e).split())  # one paragraph
         log.error("error: %s", message)
@@ -134,15 +176,32 @@ def run_job(cfg: DictConfig, job: Callable[[config.LibraConfig, pathlib.Path], f
                    "traceback")
         log.exception("error: %s", message)
     _fail(output_dir, message, cfg)
+    _record_job(hydra_cfg, output_dir, message)
     return objective_value(None)
 
 
+def _swept_jobs() -> tuple[list[str], int]:
+    """(failures "<run dir>: <message>" by job number, jobs) from the job records of the
+    multiruns this process launched."""
+    failures, jobs = [], 0
+    for sweep in _SWEEPS:
+        paths = _records(sweep)
+        for path in paths:
+            record = json.loads(path.read_text())
+            if record["error"] is not None:
+                failures.append(f"{record['output_dir']}: {record['error']}")
+        jobs += len(paths)
+    return failures, jobs
+
+
 def exit_on_failures() -> None:
-    """Exits with status 1 if any job of this process failed (after the whole sweep)."""
-    if FAILURES:
-        if any(_JOBS):
-            print(f"error: {len(FAILURES)} of {len(_JOBS)} jobs failed:", file=sys.stderr)
-            for failure in FAILURES:
+    """Exits with status 1 if any job failed, after the whole sweep: a job of this process,
+    or, in a multirun, a job of any process (the job records of `JobRecords`)."""
+    failures, jobs = (_swept_jobs() if _SWEEPS else (FAILURES, len(_JOBS)))
+    if failures:
+        if _SWEEPS or any(_JOBS):
+            print(f"error: {len(failures)} of {jobs} jobs failed:", file=sys.stderr)
+            for failure in failures:
                 print(f"  {failure}", file=sys.stderr)
         sys.exit(1)
 
