@@ -10,6 +10,7 @@ milliseconds; one test runs the real batched solver (dedup == no dedup == single
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import io
 import json
 import os
@@ -492,17 +493,22 @@ def test_scan_real_solver_dedup_matches_full(tmp_path):
     np.testing.assert_allclose(ra[0]["step_time_ns"], solve(p).step_time_ns, rtol=1e-9)
 
 
-def _cli(tmp_path, *overrides, multirun=False) -> subprocess.CompletedProcess:
+#: `_cli`'s 27-design space.
+TINY_SCAN = ["space.npus=16", "space.max_dims=2", "space.budgets_gbps=[100]",
+             "workloads=[{file: workload/GPT_3.txt, tp: 4}]", "scan.chunk_size=8",
+             "scan.solve_chunk=8"]
+
+
+def _cli(tmp_path, *overrides, multirun=False, cache=None) -> subprocess.CompletedProcess:
     """`python -m libra_jax.scan [-m]` on a 27-design space (run dir ``hydra/``, sweep dir
-    ``sweep/``); ``.pid``: the process's id (test_scan_shards uses it too)."""
+    ``sweep/``, compile cache ``cache`` or ``jax_cache/``); ``.pid``: the process's id
+    (test_scan_shards uses it too)."""
     env = dict(os.environ, HYDRA_FULL_ERROR="0", PYTHONPATH=str(REPO))
+    cache = tmp_path / "jax_cache" if cache is None else cache
     with subprocess.Popen(
-        [sys.executable, "-m", "libra_jax.scan", *["-m"] * multirun, "space.npus=16",
-         "space.max_dims=2", "space.budgets_gbps=[100]",
-         "workloads=[{file: workload/GPT_3.txt, tp: 4}]", "scan.chunk_size=8",
-         "scan.solve_chunk=8", f"hydra.run.dir={tmp_path / 'hydra'}",
-         f"hydra.sweep.dir={tmp_path / 'sweep'}",
-         f"compilation_cache_dir={tmp_path / 'jax_cache'}", *overrides],
+        [sys.executable, "-m", "libra_jax.scan", *["-m"] * multirun, *TINY_SCAN,
+         f"hydra.run.dir={tmp_path / 'hydra'}", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+         f"compilation_cache_dir={cache}", *overrides],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as proc:
         try:
@@ -513,6 +519,36 @@ def _cli(tmp_path, *overrides, multirun=False) -> subprocess.CompletedProcess:
     done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     done.pid = proc.pid
     return done
+
+
+@pytest.fixture(scope="session")
+def tiny_reference(tmp_path_factory):
+    """`_cli`'s scan run once, unsharded, for every test worker of the session (the launcher
+    tests compare their merged shards with it): (its output dir, the compile cache it filled).
+    The launchers' workers get that cache, so they load the kernel program, not compile it.
+    xdist's workers share their base temp dir's parent; a lock lets the first one run it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # (this session's, shared by its workers)
+    base = root / "tiny_reference"
+    with open(root / "tiny_reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / "one" / "scan_summary.json").exists():
+            base.mkdir(exist_ok=True)
+            proc = _cli(base, f"scan.output_dir={base / 'one'}")
+            assert proc.returncode == 0, proc.stderr
+    return base / "one", base / "jax_cache"
+
+
+def same_as_reference(out: pathlib.Path, one: pathlib.Path, rows: int = 27) -> None:
+    """``out``'s merged scan equals the unsharded ``one`` byte for byte: top_k.md,
+    pareto_front.csv and every row."""
+    for name in ("top_k.md", "pareto_front.csv"):
+        assert (out / name).read_bytes() == (one / name).read_bytes(), name
+    a = pd.read_parquet(out / "chunks").sort_values("design_id", ignore_index=True)
+    b = pd.read_parquet(one / "chunks").sort_values("design_id", ignore_index=True)
+    assert len(a) == rows
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
 def test_cli_tiny_scan(tmp_path):

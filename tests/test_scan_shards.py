@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
-from test_scan import FakeSolver, _cfg, _cli
+from test_scan import FakeSolver, _cfg, _cli, same_as_reference, tiny_reference  # noqa: F401
 
 from libra_jax.solvers import batch
 from libra_jax.studies import scan
@@ -272,13 +272,13 @@ def test_a_scan_asks_the_engine_for_fixed_programs(tmp_path):
 # ------------------------------------------------------- Hydra launchers, the command
 
 
-def test_three_shards_by_joblib_merge_into_the_unsharded_bytes(tmp_path):
+def test_three_shards_by_joblib_merge_into_the_unsharded_bytes(tmp_path, tiny_reference):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    one, out = tmp_path / "one", tmp_path / "sharded"
-    proc = _cli(tmp_path, f"scan.output_dir={one}")  # also fills the compile cache
-    assert proc.returncode == 0, proc.stderr
+    one, cache = tiny_reference
+    out = tmp_path / "sharded"
     proc = _cli(tmp_path, "scan.num_shards=3", "scan.shard_index=range(0,3)",
-                f"scan.output_dir={out}", "hydra/launcher=libra_joblib", multirun=True)
+                f"scan.output_dir={out}", "hydra/launcher=libra_joblib", multirun=True,
+                cache=cache)
     assert proc.returncode == 0, proc.stderr
     assert "Joblib.Parallel(n_jobs=3,backend=loky" in proc.stdout + proc.stderr
     assert not (out / "top_k.md").exists()  # no shard summarises
@@ -288,16 +288,11 @@ def test_three_shards_by_joblib_merge_into_the_unsharded_bytes(tmp_path):
     log = (tmp_path / "sweep" / "1" / "scan.log").read_text()
     assert "shard 1 of 3: designs 9..17 of 27 in 2 chunks" in log
 
-    proc = _cli(tmp_path, "scan.merge=true", f"scan.output_dir={out}")
+    proc = _cli(tmp_path, "scan.merge=true", f"scan.output_dir={out}", cache=cache)
     assert proc.returncode == 0, proc.stderr
     assert "| 1 | GPT_3 |" in proc.stdout
-    for name in ("top_k.md", "pareto_front.csv"):
-        assert (out / name).read_bytes() == (one / name).read_bytes(), name
     assert (out / "pareto.png").exists()
-    a = pd.read_parquet(out / "chunks").sort_values("design_id", ignore_index=True)
-    b = pd.read_parquet(one / "chunks").sort_values("design_id", ignore_index=True)
-    assert len(a) == 27
-    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    same_as_reference(out, one)
 
 
 def test_shards_and_merge_need_one_output_dir(tmp_path):

@@ -8,8 +8,10 @@
 #   sbatch --wrap hostname; python -m libra_jax.scan -m ... hydra/launcher=libra_slurm
 #   experiments/slurm_local/setup.sh stop DIR    # cancels its jobs, stops its daemons
 #
-# `start` writes DIR/slurm.conf (the node is this host at 127.0.0.1 with its cores and 90% of
-# its memory, one partition `local`, free TCP ports on 127.0.0.1), a fresh munge key and
+# `start` writes DIR/slurm.conf (the node is this host at 127.0.0.1 with its cores, or
+# $SLURM_LOCAL_CPUS, and 90% of its memory, one partition `local`, free TCP ports on
+# 127.0.0.1, KillWait 1 s: a cancelled job's processes get SIGKILL 1 s after the SIGTERM
+# that submitit's jobs ignore, not SLURM's default 30 s), a fresh munge key and
 # socket (the system's /etc/munge is not used), a MariaDB data directory and slurmdbd.conf,
 # starts munged, mariadbd, slurmdbd, slurmctld and slurmd as daemons (pid files in DIR) and
 # waits until the node is idle. The accounting database is there because submitit polls job
@@ -34,15 +36,20 @@ stop() {
             sleep 0.1
         done
     fi
+    # All at once (a throwaway cluster: nothing to hand over), then wait for each.
+    local pids=""
     for name in slurmd slurmctld slurmdbd mariadbd munged; do
         [ -f "$dir/$name.pid" ] || continue
         pid=$(cat "$dir/$name.pid")
         if kill -0 "$pid" 2>/dev/null; then
             kill "$pid" 2>/dev/null || true
-            for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-            kill -9 "$pid" 2>/dev/null || true
+            pids="$pids $pid"
         fi
         rm -f "$dir/$name.pid"
+    done
+    for pid in $pids; do
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null || true
     done
 }
 
@@ -111,7 +118,11 @@ start() {
     trap stop ERR  # a step failed: stop what started
     local node cpus mem_mb ctld_port slurmd_port dbd_port db_port
     node=$(hostname -s)
-    cpus=$(nproc)
+    # SLURM_LOCAL_CPUS: CPUs the node offers (default: the machine's); more than the machine
+    # has (the tests run 3 one-CPU shards at once on 2 cores) needs config_overrides.
+    cpus=${SLURM_LOCAL_CPUS:-$(nproc)}
+    overrides=""
+    if [ "$cpus" -gt "$(nproc)" ]; then overrides="SlurmdParameters=config_overrides"; fi
     mem_mb=$(awk '/MemTotal/ {printf "%d", $2 / 1024 * 0.9}' /proc/meminfo)
     read -r ctld_port slurmd_port dbd_port db_port < <(free_ports 4)
 
@@ -153,11 +164,13 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
+KillWait=1
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$dbd_port
 AccountingStoragePass=$dir/munge.sock
 JobAcctGatherType=jobacct_gather/none
+$overrides
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
