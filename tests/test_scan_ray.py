@@ -16,10 +16,8 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
@@ -37,57 +35,19 @@ RAY = pathlib.Path(sys.executable).with_name("ray")
 HEAD_CPUS = 4
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @pytest.fixture(scope="module")
 def ray_address():
-    """A Ray head node (`ray start --head --block`), its address 127.0.0.1:PORT."""
-    # Short: Ray's unix sockets live under it (108-byte limit), so not pytest's tmp_path.
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    gcs, client, dash, agent, agent_grpc, metrics, env_agent = free_ports(7)
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-    log_path = pathlib.Path(temp) / "head.log"
-    log = open(log_path, "w")
-    t = time.perf_counter()
-    proc = subprocess.Popen(
-        [str(RAY), "start", "--head", "--block", f"--port={gcs}", f"--num-cpus={HEAD_CPUS}",
-         "--num-gpus=0", f"--ray-client-server-port={client}", "--include-dashboard=false",
-         f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}",
-         f"--dashboard-agent-grpc-port={agent_grpc}", f"--metrics-export-port={metrics}",
-         f"--runtime-env-agent-port={env_agent}", f"--temp-dir={temp}",
-         "--disable-usage-stats"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    """A Ray head node of this machine (`bench_launchers.ray_head`: free ports, a temp dir,
+    stopped when the module's tests end, even when they fail), its address 127.0.0.1:PORT."""
+    sys.path.insert(0, str(REPO / "experiments"))
     try:
-        deadline = time.monotonic() + 120
-        while "--block" not in log_path.read_text():
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "the Ray head did not start in 120 s"
-            time.sleep(0.1)
-        print(f"\nRay head started in {time.perf_counter() - t:.1f} s")
-        yield f"127.0.0.1:{gcs}"
+        from bench_launchers import ray_head
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # `ray start --block` stops what it started
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # workers left in the group, if any
-        except ProcessLookupError:
-            pass
-        log.close()
-        subprocess.run(["rm", "-rf", temp], check=False)
+        sys.path.pop(0)
+    t = time.perf_counter()
+    with ray_head(HEAD_CPUS, env=dict(os.environ, PYTHONPATH=str(REPO))) as address:
+        print(f"\nRay head started in {time.perf_counter() - t:.1f} s")
+        yield address
 
 
 def _ray(address: str) -> list[str]:

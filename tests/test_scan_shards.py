@@ -15,7 +15,13 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
-from test_scan import FakeSolver, _cfg, _cli, same_as_reference, tiny_reference  # noqa: F401
+from test_scan import (  # noqa: F401  (tiny_reference: a fixture)
+    FakeSolver,
+    _cfg,
+    _cli,
+    same_as_reference,
+    tiny_reference,
+)
 
 from libra_jax.solvers import batch
 from libra_jax.studies import scan
