@@ -130,9 +130,8 @@ def os_error_message(e: OSError) -> str:
 
 
 def _fail(output_dir: pathlib.Path, message: str, cfg: DictConfig) -> None:
-    """Record the failure and write the error ``result.json``. Reads the composed config as
-    it is: the typed one may be what failed."""
-    FAILURES.append(f"{output_dir}: {message}")
+    """Write the error ``result.json``. Reads the composed config as it is: the typed one
+    may be what failed."""
     multi_run = cfg.get("workloads") is not None
     data = report.error_dict(
         message,
@@ -144,21 +143,26 @@ def _fail(output_dir: pathlib.Path, message: str, cfg: DictConfig) -> None:
     report.write_json(output_dir / "result.json", data)
 
 
-def run_job(cfg: DictConfig, job: Callable[[config.LibraConfig, pathlib.Path], float]) -> float:
-    """Runs ``job(typed config, run dir)`` as one Hydra job and returns its objective value.
+def run_job(cfg: DictConfig, job: Callable[[Any, pathlib.Path], Any],
+            schema: Any = config.LibraConfig, result_json: bool = True) -> Any:
+    """Runs ``job(typed config, run dir)`` as one Hydra job and returns what it returns (the
+    objective value of libra-train and libra-evaluate jobs).
 
-    Converts the config (:func:`typed_config`) and switches the compilation cache as
-    configured first. Bad input (:class:`~libra_jax.types.LibraInputError`) logs one
-    ``error: ...`` paragraph (stderr and the job's log file) and writes an error
-    ``result.json``; any other exception is logged the same way with its traceback, so a bug
-    does not stop the other jobs of a sweep. Both return +inf (:func:`objective_value`).
+    Converts the config to ``schema`` (:func:`typed_config`; the scan's is ``ScanConfig``)
+    and switches the compilation cache as configured first. Bad input
+    (:class:`~libra_jax.types.LibraInputError`) logs one ``error: ...`` paragraph (stderr
+    and the job's log file), records the failure (:data:`FAILURES`, the sweep's job record)
+    and, with ``result_json``, writes an error ``result.json``; any other exception is
+    logged the same way with its traceback, so a bug does not stop the other jobs of a
+    sweep. Both return +inf (:func:`objective_value`); :func:`exit_on_failures` exits 1
+    after the sweep.
     """
     hydra_cfg = HydraConfig.get()
     _JOBS.append(hydra_cfg.mode == RunMode.MULTIRUN)
     output_dir = pathlib.Path(hydra_cfg.runtime.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     try:
-        c = typed_config(cfg)
+        c = typed_config(cfg, schema)
         enable_compilation_cache(c.compilation_cache_dir)
         value = job(c, output_dir)
         _record_job(hydra_cfg, output_dir, None)
@@ -175,7 +179,9 @@ def run_job(cfg: DictConfig, job: Callable[[config.LibraConfig, pathlib.Path], f
         message = (f"internal error ({type(e).__name__}: {text}); please report it with the "
                    "traceback")
         log.exception("error: %s", message)
-    _fail(output_dir, message, cfg)
+    FAILURES.append(f"{output_dir}: {message}")
+    if result_json:
+        _fail(output_dir, message, cfg)
     _record_job(hydra_cfg, output_dir, message)
     return objective_value(None)
 

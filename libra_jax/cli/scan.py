@@ -21,21 +21,14 @@ imported JAX (joblib ``backend=multiprocessing`` on Linux, or threads) (see
 from __future__ import annotations
 
 import logging
-import sys
+import pathlib
 
 import hydra
 from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from libra_jax.cli.config import check_command_line
-from libra_jax.cli.runtime import (
-    compose_once,
-    enable_compilation_cache,
-    end_process,
-    os_error_message,
-    typed_config,
-)
+from libra_jax.cli.runtime import compose_once, end_process, exit_on_failures, run_job
 from libra_jax.studies.scan import (
     ScanConfig,
     ScanResult,
@@ -59,35 +52,28 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="scan")
 @float64
-def main(cfg: DictConfig) -> ScanResult:
-    """Hydra entry: runs or resumes the configured scan or shard, or merges the shards; logs
-    the status, prints the table."""
-    try:
-        c: ScanConfig = typed_config(cfg, ScanConfig)
-        r = c.scan
-        if r.output_dir is None and (r.merge or r.num_shards != 1):
-            key = "scan.merge = true" if r.merge else f"scan.num_shards = {r.num_shards}"
-            raise LibraInputError(
-                f"{key} needs scan.output_dir: the one directory of all the shards (each "
-                "Hydra job has a run directory of its own)."
-            )
-        if r.merge:
-            log.info("merging the shards of %s (space, workloads and format as their "
-                     "manifests record; report.* from this command)", r.output_dir)
-            result = merge_scan(r.output_dir, c.report)
-        else:
-            enable_compilation_cache(c.compilation_cache_dir)
-            result = run_scan(c, r.output_dir or HydraConfig.get().runtime.output_dir)
-    except LibraInputError as e:
-        log.error("error: %s", " ".join(str(e).split()))
-        sys.exit(1)
-    except OSError as e:  # e.g. a scan.output_dir that cannot be made
-        log.error("error: %s", os_error_message(e))
-        sys.exit(1)
-    except Exception as e:  # noqa: BLE001 -- a bug: the traceback goes with it
-        log.exception("error: internal error (%s: %s); please report it with the traceback",
-                      type(e).__name__, " ".join(str(e).split())[:400])
-        sys.exit(1)
+def main(cfg: DictConfig) -> ScanResult | float:
+    """Hydra entry (one job): runs or resumes the configured scan or shard, or merges the
+    shards (`runtime.run_job`: bad input is one logged error, and a failed job of a sweep is
+    reported at the end); +inf if the job failed."""
+    return run_job(cfg, _scan_job, schema=ScanConfig, result_json=False)
+
+
+def _scan_job(c: ScanConfig, run_dir: pathlib.Path) -> ScanResult:
+    """The scan, shard or merge of one job; logs the status, prints the table."""
+    r = c.scan
+    if r.output_dir is None and (r.merge or r.num_shards != 1):
+        key = "scan.merge = true" if r.merge else f"scan.num_shards = {r.num_shards}"
+        raise LibraInputError(
+            f"{key} needs scan.output_dir: the one directory of all the shards (each "
+            "Hydra job has a run directory of its own)."
+        )
+    if r.merge:
+        log.info("merging the shards of %s (space, workloads and format as their "
+                 "manifests record; report.* from this command)", r.output_dir)
+        result = merge_scan(r.output_dir, c.report)
+    else:
+        result = run_scan(c, r.output_dir or run_dir)
     for line in describe(result).splitlines():
         log.info(line)
     if result.top_k_markdown is not None:  # this run wrote the summary
@@ -100,4 +86,5 @@ def cli() -> None:
     check_command_line("libra_jax.scan", None, schema=ScanConfig, groups=())
     compose_once()
     main()
+    exit_on_failures()
     end_process()
