@@ -151,7 +151,9 @@ def main() -> None:
         unsharded = _timed(scan(f"scan.output_dir={work / 'one'}"), work)
         with contextlib.ExitStack() as clusters:
             t = time.perf_counter()
-            address = clusters.enter_context(ray_head(3))
+            # (its workers import this checkout, as the launching process does)
+            address = clusters.enter_context(
+                ray_head(3, env=dict(os.environ, PYTHONPATH=str(ROOT))))
             started = {"Ray": time.perf_counter() - t}
             t = time.perf_counter()
             slurm_missing = clusters.enter_context(slurm_cluster(3))
