@@ -3,7 +3,7 @@ one machine on 127.0.0.1 (free ports, a temp dir, stopped when the module's test
 when they fail); a 3-shard scan whose shard 2 worker is killed partway (the launcher fails,
 the merge refuses naming the shard, the shard rerun alone completes the scan, which equals the
 unsharded run byte for byte; next to the rerun, a job with bad input is reported at the end
-and the exit status is 1); a 4-job `libra_jax.train` sweep with one failing job (slow).
+and the exit status is 1); a 4-job `libra_jax.train` sweep with one failing job.
 
 Kept short for the default suite: the tiny scan of `test_scan._cli`, its unsharded run shared
 by the launcher tests (`test_scan.tiny_reference`), whose compile cache the workers load the
@@ -138,11 +138,7 @@ def test_three_shards_on_ray_one_killed_then_rerun_merge_into_the_unsharded_byte
     print("ray timings (s):", {k: round(v, 1) for k, v in seconds.items()})
 
 
-@pytest.mark.slow
 def test_train_sweep_on_ray_reports_each_job_and_a_failed_one(tmp_path, ray_address):
-    """Slow (25-35 s: 4 workers that each import JAX and compile): the default suite's
-    version of this check is the scan test's rerun, a 2-job sweep through Ray whose bad job
-    is reported at the end with exit status 1 while the other completes."""
     sweep = tmp_path / "sweep"
     proc = subprocess.run(
         [sys.executable, "-m", "libra_jax.train", "-m", "conf=turing_nlg",
