@@ -262,6 +262,12 @@ def unstack(p: Problem, i: int) -> Problem:
     return jax.tree.map(lambda x: np.asarray(x)[i], p)
 
 
+def ladder_sizes(max_chunk: int) -> list[int]:
+    """The `CHUNK_LADDER` sizes a call of at most ``max_chunk`` problems per chunk may use
+    (the smallest one always)."""
+    return [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
+
+
 def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0,
                compile_s: float = COMPILE_SECONDS["full"],
                chunk_s: float = CHUNK_SECONDS["full"]) -> list[int]:
@@ -273,7 +279,7 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
     that is the first: a bucket compiles a few programs whatever the batch sizes; a size
     already compiled is reused rather than compiling another (a call of 10,000 after one of
     200 runs 40 chunks of 256 unless a program of 1024 pays for its compilation)."""
-    ladder = [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
+    ladder = ladder_sizes(max_chunk)
     full, left = divmod(n, ladder[-1])
     mixed = [ladder[-1]] * full
     plans = []
@@ -354,7 +360,7 @@ def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier,
     `CHUNK_LADDER` size <= ``max_chunk``, at ``tier`` (None: "full"): a plan that depends on
     nothing but each problem's bucket."""
     if fixed:
-        size = max(c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0]))
+        size = ladder_sizes(max_chunk)[-1]
         return ({shape: shape for shape in counts},
                 {shape: (tier or "full", [size] * -(-n // size))
                  for shape, n in counts.items()})

@@ -195,12 +195,11 @@ def program_size(solve_chunk: int | None, dedup: bool) -> int:
     CPUs, 16 with ``dedup`` (a chunk holds few distinct problems per bucket) and 256 without
     (a bucket's last call is padded: 256 pads little and runs as fast per problem as 1024);
     on accelerators, the engine's default (`batch.default_max_chunk`)."""
-    ladder = batch.CHUNK_LADDER
     if solve_chunk is None:
         solve_chunk = batch.default_max_chunk()
         if jax.default_backend() == "cpu":
-            solve_chunk = ladder[0] if dedup else ladder[1]
-    return max([c for c in ladder if c <= solve_chunk], default=ladder[0])
+            solve_chunk = batch.CHUNK_LADDER[0] if dedup else batch.CHUNK_LADDER[1]
+    return batch.ladder_sizes(solve_chunk)[-1]
 
 
 def solve_designs(
