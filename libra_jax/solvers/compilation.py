@@ -195,14 +195,14 @@ def _host_fingerprint() -> str:
     devices = jax.local_devices()
     parts = (jax.__version__, jaxlib.__version__, jax.default_backend(),
              devices[0].device_kind if devices else "", len(devices), platform.machine(),
-             flags, os.environ.get("XLA_FLAGS", ""), jax.config.jax_enable_x64,
-             sorted(COMPILER_OPTIONS.items()))
+             flags, os.environ.get("XLA_FLAGS", ""), sorted(COMPILER_OPTIONS.items()))
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 def _signature(args, static) -> tuple:
     """What identifies a program of one function: the tree of the arguments with each
-    leaf's shape and dtype, and the static arguments."""
+    leaf's shape, dtype and weak type, the static arguments, and whether float64 is on at
+    the call (the fingerprint, computed once per process, cannot say)."""
     leaves, tree = jax.tree.flatten(args)
     dtypes = (np.dtype(x.dtype if hasattr(x, "dtype") else np.result_type(x)) for x in leaves)
     weak = (getattr(x, "weak_type", not hasattr(x, "dtype")) for x in leaves)
