@@ -168,12 +168,49 @@ def test_another_batch_size_compiles_nothing(mixed):
 
 
 def test_chunk_plan_covers_every_size_with_ladder_sizes():
-    for n in [1, 15, 16, 17, 200, 1000, 1024, 1025, 12345]:
+    for n in [2, 15, 16, 17, 200, 1000, 1024, 1025, 12345]:
         plan = B.chunk_plan(n, 1024)
         assert set(plan) <= {16, 256, 1024} and len(set(plan)) <= 2
         assert sum(plan) >= n and sum(plan) - plan[-1] < n  # only the last chunk is padded
     assert B.chunk_plan(100000, 65536) == [65536, 65536]
     assert B.chunk_plan(3, 65536) == [16]
+    # One problem runs alone (the single-problem program) unless a chunk program of its
+    # bucket is compiled already.
+    assert B.chunk_plan(1, 1024) == [1]
+    assert B.chunk_plan(1, 1024, {16}, 1e-4) == [16]
+
+
+def test_single_problem_program_matches_the_chunk_program():
+    """A call of one problem runs `B._kernel_one` (traced without vmap; plan [1]): the same
+    iterations as the vmapped chunk program, so the same results up to XLA's rounding, with
+    and without a cost cap, at both tiers."""
+    rng = np.random.default_rng(11)
+    devices = jax.local_devices()[:1]
+    cases = [build(make_case(rng, k, d, mix)) for d, k, mix, _ in GROUPS for _ in range(4)]
+    checked = 0
+    for i, p in enumerate(cases):
+        bucket = B.stack([B.pad_one(p)])
+        rate = np.asarray(p.cost_rate)
+        c_int = float(rate @ np.asarray(p.interior))
+        c_min = float(rate @ np.asarray(p.min_cost_bw))
+        # (a cap below the interior point's cost: the start moves towards the least cost)
+        for cap, on in ((0.0, False), (c_min + 0.7 * (c_int - c_min), True)):
+            caps, ons = np.array([cap]), np.array([on])
+            for tier in ("quick", "full"):
+                one, chunk = (B._run_bucket(bucket, caps, ons, dtype=np.float64, plan=[size],
+                                            devices=devices, config=ipm.IpmConfig(),
+                                            tier=tier) for size in (1, 16))
+                msg = f"case {i} cap {on} {tier}"
+                assert all(bool(x[5][0]) and bool(x[6][0]) for x in (one, chunk)), msg
+                assert one[2][0] > -np.inf, msg  # (finite and started inside: certified)
+                assert one[1][0] == pytest.approx(chunk[1][0], rel=1e-12), msg  # step
+                assert one[2][0] == pytest.approx(chunk[2][0], rel=1e-9), msg  # bound
+                np.testing.assert_allclose(one[0][0], chunk[0][0], rtol=0,
+                                           atol=1e-9 * _total(p), err_msg=msg)
+                checked += 1
+    assert checked == 4 * len(GROUPS) * 4
+    # A fresh bucket's single solve runs the single-problem program.
+    assert B.chunk_plan(1, B.default_max_chunk()) == [1]
 
 
 def test_no_recompilation_when_only_values_change(mixed):

@@ -124,6 +124,9 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
 #: LLVM's optimisation of it differs: the before/after test runs both).
 TIERS = {"full": {}, "quick": {"xla_backend_optimization_level": 0}}
 COMPILE_SECONDS = {"full": 5.5, "quick": 2.0}
+#: The single-problem program (`_kernel_one`, chunk size 1) compiles in about this share of
+#: a chunk program's time (1.2 s against 1.8-2.0 s at the quick tier, 2 cores).
+SINGLE_COMPILE_SHARE = 0.6
 SLOWDOWN = {"full": 1.0, "quick": 4.5}
 #: Work per chunk besides its problems (slicing, casting, the call, fetching the results).
 CHUNK_SECONDS = {"full": 2e-3, "quick": 9e-3}
@@ -281,6 +284,9 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
     200 runs 40 chunks of 256 unless a program of 1024 pays for its compilation)."""
     ladder = ladder_sizes(max_chunk)
     full, left = divmod(n, ladder[-1])
+    # A single problem may also run alone: size 1 is the program `_kernel_one`, traced
+    # without vmap (cheaper to compile: `SINGLE_COMPILE_SECONDS`), chosen when no compiled
+    # size is cheaper.
     mixed = [ladder[-1]] * full
     plans = []
     if left:
@@ -288,11 +294,13 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
     else:
         plans.append(mixed)
     plans += [[c] * -(-n // c) for c in ladder if n > 0]
+    if n == 1:
+        plans.append([1])
 
     def cost(plan):
         new = {c for c in plan if c not in compiled_sizes}
-        return (sum(plan) * problem_s + compile_s * len(new) + chunk_s * len(plan),
-                sum(plan))
+        return (sum(plan) * problem_s + compile_s * len(new) * (
+            SINGLE_COMPILE_SHARE if plan == [1] else 1.0) + chunk_s * len(plan), sum(plan))
 
     return min(plans, key=cost) if plans else []
 
@@ -303,6 +311,19 @@ def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
     # mantissa), which the Newton systems cannot afford.
     with jax.default_matmul_precision("highest"):
         return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
+
+
+@jit(static_argnames="config")
+def _kernel_one(p: Problem, cap, cap_on, config: ipm.IpmConfig):
+    """`_kernel` for a chunk of one problem (leaves [1, ...]), traced without vmap: at the
+    command's bucket (4, 4, 0, 1, 0, 0), quick tier, its trace, lowering and XLA compile
+    took 0.30 + 0.22 + 0.64 s against 0.76 + 0.25 + 0.83 s for the vmapped chunk of 16 (the
+    while loop's batching rule interprets the whole loop body a second time), and it runs
+    one problem in 2.4 ms against 9 ms for the chunk. The same operations in the same order,
+    so the same results up to XLA's rounding (the shipped optima agree to 1e-12)."""
+    with jax.default_matmul_precision("highest"):
+        out = ipm.solve_perf(jax.tree.map(lambda x: x[0], p), cap[0], cap_on[0], config)
+    return jax.tree.map(lambda x: x[None], out)
 
 
 @jit(static_argnames="config")
@@ -485,7 +506,7 @@ def _run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="
         if isinstance(config, first_order.FirstOrderConfig):
             out = run(_kernel_optax, (args[0],), {"config": config})
         else:
-            out = run(_kernel, args, {"config": config})
+            out = run(_kernel_one if size == 1 else _kernel, args, {"config": config})
         if np.dtype(dtype) != np.float64:
             bw, step, lb, viol = run(_evaluate_f64, _shard((part, out, c, on), devices))
         else:

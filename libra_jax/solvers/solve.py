@@ -272,7 +272,14 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
             raise LibraInputError(
                 "objective = perf_per_watt with solver.method=optax: not supported (the "
                 "price continuation assumes no constant power term); use solver.method=ipm.")
-    out = solve_batch([p], method=method, config=config if method == "ipm" else None)
+    if objective == "perf" or method == "optax":
+        # One problem runs alone, in the single-problem program (`batch._kernel_one`).
+        out = solve_batch([p], method=method, config=config if method == "ipm" else None)
+    else:
+        # The level search then solves ``batch`` cost levels of p at a time, in the chunk
+        # program of p's bucket: the perf solve runs in a chunk of that program too (copies
+        # of p; their work is a few ms), so a first call compiles one kernel program, not two.
+        out = solve_stacked(stack([p] * batch), config=config)
     perf = result_from_batch(p, out, 0)
     if objective == "perf":
         perf.solve_seconds = time.perf_counter() - start
