@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--big", type=int, default=10000)
     ap.add_argument("--check", type=int, default=200, help="problems checked against cvxpy")
-    ap.add_argument("--cli-repeats", type=int, default=5,
+    ap.add_argument("--cli-repeats", type=int, default=9,
                     help="command runs each way (cold, cached), with the import between")
     ap.add_argument("--out", type=pathlib.Path,
                     default=ROOT / "experiments" / "results" / "bench_coldstart.md")
