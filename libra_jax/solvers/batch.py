@@ -284,9 +284,6 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
     200 runs 40 chunks of 256 unless a program of 1024 pays for its compilation)."""
     ladder = ladder_sizes(max_chunk)
     full, left = divmod(n, ladder[-1])
-    # A single problem may also run alone: size 1 is the program `_kernel_one`, traced
-    # without vmap (cheaper to compile: `SINGLE_COMPILE_SECONDS`), chosen when no compiled
-    # size is cheaper.
     mixed = [ladder[-1]] * full
     plans = []
     if left:
@@ -295,6 +292,9 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
         plans.append(mixed)
     plans += [[c] * -(-n // c) for c in ladder if n > 0]
     if n == 1:
+        # A single problem may also run alone: size 1 is the program `_kernel_one`, traced
+        # without vmap (cheaper to compile: `SINGLE_COMPILE_SHARE`), chosen when no compiled
+        # size costs less.
         plans.append([1])
 
     def cost(plan):

@@ -273,7 +273,8 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
                 "objective = perf_per_watt with solver.method=optax: not supported (the "
                 "price continuation assumes no constant power term); use solver.method=ipm.")
     if objective == "perf" or method == "optax":
-        # One problem runs alone, in the single-problem program (`batch._kernel_one`).
+        # One problem, alone in its call (ipm: the single-problem program,
+        # `batch._kernel_one`).
         out = solve_batch([p], method=method, config=config if method == "ipm" else None)
     else:
         # The level search then solves ``batch`` cost levels of p at a time, in the chunk
