@@ -462,6 +462,28 @@ def test_run_dir_under_a_file_is_refused_before_hydra(capsys, tmp_path):
     assert not (tmp_path / "new").exists()  # checked, not made
 
 
+@pytest.mark.parametrize("module, key", [("libra_jax.train", "hydra.run.dir"),
+                                         ("libra_jax.scan", "hydra.run.dir"),
+                                         ("libra_jax.train", "hydra.sweep.dir")])
+def test_run_dir_where_mkdir_fails_is_refused_before_hydra(tmp_path, module, key):
+    """/proc passes a permission check (as root, os.access says writable) but mkdir fails
+    there: the command exits 2 with the message, before Hydra (no traceback)."""
+    args = (["conf=turing_nlg"] if module == "libra_jax.train" else []) + [f"{key}=/proc/x"]
+    if key == "hydra.sweep.dir":
+        args.insert(0, "-m")
+    proc = _cli(module, *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(
+        f"error: {key}='/proc/x': cannot make the run directory: making a directory in "
+        "'/proc' fails ("), proc.stderr
+    assert "Traceback" not in proc.stderr and not proc.stdout
+
+
+def test_the_run_dir_probe_leaves_nothing(tmp_path):
+    config.check_command_line("libra_jax.train", None, [f"hydra.run.dir={tmp_path}/a/b"])
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["constraints.total_bw_gbps=inf"], "constraints.total_bw_gbps = inf"),
     (["constraints.total_bw_gbps=nan"], "constraints.total_bw_gbps = nan"),

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -169,6 +170,25 @@ def test_choice_fields_are_enums_equal_to_their_strings_and_checked():
     with pytest.raises(LibraInputError, match="scan.format = 'auto': expected one of "
                                               "parquet, csv"):
         scan.run_scan(cfg, "unused", solver=FakeSolver())
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("top_k", -1, "report.top_k = -1: expected an integer >= 1 (rows per workload in top_k.md)"),
+    ("top_k", 0, "report.top_k = 0: expected an integer >= 1"),
+    ("top_k", 2.5, "report.top_k = 2.5: expected an integer >= 1"),
+    ("plot_points", -3, "report.plot_points = -3: expected an integer >= 0"),
+    ("html_points", None, "report.html_points = None: expected an integer >= 0"),
+])
+def test_bad_report_settings_are_refused_before_any_solving(tmp_path, key, value, expected):
+    """Was: ``report.top_k=-1`` solved the whole scan, then died in the top-k heap."""
+    cfg = _cfg()
+    setattr(cfg.report, key, value)
+    solver = FakeSolver()
+    with pytest.raises(LibraInputError, match=re.escape(expected)):
+        scan.run_scan(cfg, tmp_path / "out", solver=solver)
+    assert solver.calls == 0 and not (tmp_path / "out").exists()
+    with pytest.raises(LibraInputError, match=re.escape(expected)):  # before reading shards
+        scan.merge_scan(tmp_path / "nowhere", cfg.report)
 
 
 @pytest.mark.parametrize("override, key", [

@@ -37,6 +37,7 @@ import os
 import pathlib
 import re
 import sys
+import tempfile
 import typing
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence
@@ -936,8 +937,10 @@ def _label(parsed: Any, key: str) -> str:
 
 def _run_dir_problem(key: str, value: Any) -> str | None:
     """Why Hydra could not make the run directory ``value`` (``hydra.run.dir`` /
-    ``hydra.sweep.dir``), or None; checked without creating anything: the nearest existing
-    ancestor must be a directory this process may write. Interpolations are left to Hydra."""
+    ``hydra.sweep.dir``), or None. The nearest existing ancestor must be a directory in
+    which this process can make a directory: tried with a probe made and removed at once
+    (permission bits are not enough: as root ``os.access`` allows ``/proc``, a read-only
+    mount or a full disk, where ``mkdir`` then fails). Interpolations are left to Hydra."""
     if not isinstance(value, str) or "${" in value or not value:
         return None
     path = pathlib.Path(value).absolute()
@@ -949,9 +952,12 @@ def _run_dir_problem(key: str, value: Any) -> str | None:
     if not ancestor.is_dir():
         return (f"{key}={show_path(value)}: {show_path(ancestor)} is a file, so the run directory "
                 "cannot be made there; give a directory path.")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        return (f"{key}={show_path(value)}: cannot make the run directory: {show_path(ancestor)} "
-                "is not writable.")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".libra_probe_", dir=ancestor))
+    except OSError as e:
+        return (f"{key}={show_path(value)}: cannot make the run directory: making a directory "
+                f"in {show_path(ancestor)} fails ({e.strerror or e}); give a directory this "
+                "user can write.")
     return None
 
 

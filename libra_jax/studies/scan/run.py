@@ -120,6 +120,20 @@ def progress_bar(total: int, enabled: bool, stream=None) -> tqdm:
                 disable=quiet, dynamic_ncols=True, smoothing=0.1)
 
 
+def check_report(report: ReportConfig) -> None:
+    """The summary's settings, checked before any design is solved (a scan) or any chunk is
+    read (a merge): ``rank_by`` a choice, ``top_k`` >= 1 row, the plot's counts >= 0.
+
+    Raises:
+      LibraInputError: naming the key and its value.
+    """
+    as_instance(report, ReportConfig, "cfg.report")
+    choice(RankBy, report.rank_by, "report.rank_by")
+    as_int(report.top_k, "report.top_k", 1, what=" (rows per workload in top_k.md)")
+    for key in ("plot_labels", "plot_points", "html_points"):
+        as_int(getattr(report, key), f"report.{key}", 0)
+
+
 def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
              solver: Callable | None = None) -> ScanResult:
     """Runs (or resumes) a scan, or its shard ``scan.shard_index`` of ``scan.num_shards``,
@@ -151,7 +165,7 @@ def run_scan(cfg: ScanConfig, output_dir: str | os.PathLike, *,
     shard = Shard.create(r.shard_index, r.num_shards)
     dtype = choice(Dtype, r.dtype, "scan.dtype")
     fmt = choice(Format, r.format, "scan.format")
-    choice(RankBy, cfg.report.rank_by, "report.rank_by")
+    check_report(cfg.report)
     check_format(fmt)
     check_html()
     space = make_space(cfg)
@@ -243,10 +257,10 @@ def merge_scan(output_dir: str | os.PathLike, report: ReportConfig) -> ScanResul
 
     Raises:
       LibraInputError: a missing or unfinished shard, shards of different scans
-        (`shards.check_shard_set`), or a bad ``report.rank_by``.
+        (`shards.check_shard_set`), or a bad ``report`` (`check_report`).
     """
     start = time.perf_counter()
-    choice(RankBy, report.rank_by, "report.rank_by")
+    check_report(report)
     check_html()
     out = pathlib.Path(output_dir)
     shards = check_shard_set(out)
