@@ -363,9 +363,19 @@ def _dup_key_check(before: bytes, after: bytes) -> str | None:
     return None
 
 
+class _MergeKey:
+    def __repr__(self) -> str:
+        return "'<<'"
+
+
+#: The merge key in `yaml_duplicate_keys`' result.
+MERGE_KEY = _MergeKey()
+
+
 def yaml_duplicate_keys(data: bytes | str) -> list:
-    """The keys that occur twice in one mapping of a YAML document (merge keys ``<<``
-    aside); [] if there are none or the text is not YAML."""
+    """The keys that occur twice in one mapping of a YAML document, the merge key ``<<``
+    included (once per mapping; several merges are one ``<<`` with a list); [] if there are
+    none or the text is not YAML."""
     found = []
 
     class Loader(yaml.SafeLoader):
@@ -375,12 +385,13 @@ def yaml_duplicate_keys(data: bytes | str) -> list:
         seen = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            try:
-                key = loader.construct_object(key_node, deep=True)
-                hash(key)
-            except Exception:  # noqa: BLE001 -- an unhashable key is not our question
-                continue
+                key = MERGE_KEY  # not the string '<<' (a quoted '<<' is an ordinary key)
+            else:
+                try:
+                    key = loader.construct_object(key_node, deep=True)
+                    hash(key)
+                except Exception:  # noqa: BLE001 -- an unhashable key is not our question
+                    continue
             if key in seen:
                 found.append(key)
             seen.add(key)

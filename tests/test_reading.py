@@ -96,6 +96,21 @@ def test_merge_keys_are_not_duplicates(tmp_path):
     assert cost.tiers["InterNode"] == {"Link": 2.0}
 
 
+def test_two_merge_keys_in_one_mapping_are_duplicates(tmp_path):
+    """Was accepted with one of the merges lost (found by a held-out fuzz run): a second
+    '<<' is refused like any duplicate key, naming the file and both lines; one '<<' with a
+    list of mappings still merges both."""
+    text = ("base: &b {Link: 1.0}\nother: &o {Switch: 3.0}\nInterNode:\n  <<: *b\n"
+            "  Nic: 2.0\n  <<: *o\n")
+    p = _write(tmp_path, "cost.yml", text)
+    message = _refused(lj.load_cost_model, p,
+                       match="duplicate key '<<' (first given on line 4)")
+    assert message.startswith(f"{p}, line 6: ") and "<<: [*a, *b]" in message
+    one = _write(tmp_path, "one.yml", text.replace("  <<: *o\n", "").replace("*b", "[*b, *o]"))
+    assert lj.load_cost_model(one).tiers["InterNode"] == {"Link": 1.0, "Switch": 3.0,
+                                                          "Nic": 2.0}
+
+
 @pytest.mark.parametrize("kind", list(KINDS) + ["text workload"])
 def test_non_utf8_bytes_name_the_offset_and_line(tmp_path, kind):
     if kind == "text workload":

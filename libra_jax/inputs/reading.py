@@ -18,7 +18,8 @@ What a hostile or broken file meets here, each refused with a
   exceed ``max_nodes`` ("billion laughs": nine aliases of nine aliases of ...) is refused as
   it grows, before anything could expand it;
 * **duplicate keys**: a key given twice in one mapping (YAML says keys are unique; PyYAML
-  keeps the last silently), naming the key and both lines; merge keys (``<<``) are kept;
+  keeps the last silently), naming the key and both lines; a merge key (``<<``) is kept,
+  once per mapping (several merges: one ``<<`` with a list of mappings);
 * **huge integers**: an integer literal longer than Python converts (4,300 digits) is named
   with its line instead of a ``ValueError``.
 
@@ -190,17 +191,19 @@ class _Builder:
             container = frame[0]
             if type(container) is list:
                 container.append(value)
-            elif frame[3] is no_key:  # a key
-                if value is not _MERGE:
-                    try:
-                        first = frame[5].get(value)
-                    except TypeError:
-                        self.fail(event, f"a mapping key is a {type(value).__name__} "
-                                  f"({show(value)}); keys must be strings or numbers.")
-                    if first is not None:
-                        self.fail(event, f"duplicate key {show(value)} (first given on line "
-                                  f"{first}); each key may appear once in a mapping.")
-                    frame[5][value] = event.start_mark.line + 1
+            elif frame[3] is no_key:  # a key (the merge key '<<' too: once per mapping)
+                try:
+                    first = frame[5].get(value)
+                except TypeError:
+                    self.fail(event, f"a mapping key is a {type(value).__name__} "
+                              f"({show(value)}); keys must be strings or numbers.")
+                if first is not None:
+                    several = (" (to merge several mappings, give one '<<' with a list: "
+                               "<<: [*a, *b])" if value is _MERGE else "")
+                    self.fail(event, f"duplicate key {show('<<' if value is _MERGE else value)} "
+                              f"(first given on line {first}); each key may appear once in a "
+                              f"mapping{several}.")
+                frame[5][value] = event.start_mark.line + 1
                 frame[3], frame[4] = value, event
             else:
                 key, frame[3] = frame[3], no_key
