@@ -20,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 from test_config import _compose
 
-from libra_jax.cli import config, report
+from libra_jax.cli import config, tables
 from libra_jax.inputs import LIBRA_INPUTS_DIR
 from libra_jax.types import LibraInputError
 
@@ -268,7 +268,7 @@ def _sensitivity_lines(objective: str, total: float, gift: list) -> list[str]:
     prefix = "d_step_ns_d_" if objective == "perf" else "d_time_x_cost_d_"
     sens = {"status": "ok", "objective": objective, prefix + "total_bw_gbps": total,
             prefix + "gift_gbps": gift}
-    return report.format_extras(REFERENCE_MODEL, None, None, None, sens)
+    return tables.format_extras(REFERENCE_MODEL, None, None, None, sens)
 
 
 def test_perf_per_cost_sensitivities_are_scaled_to_seconds():
@@ -282,7 +282,7 @@ def test_perf_per_cost_sensitivities_are_scaled_to_seconds():
                                          (-4.125e7, "-41.250 ms"), (2.5e9, "2.500 s"),
                                          (0.0, "0.000 ns"), (None, "-")])
 def test_time_text_picks_the_largest_unit_that_reads_at_least_one(value, text):
-    assert report.time_text(value) == text
+    assert tables.time_text(value) == text
     lines = _sensitivity_lines("perf", value, [value])
     if value is not None:
         assert f"marginal value of the total budget: {text} per GB/s" in lines
@@ -363,11 +363,11 @@ def test_scan_help_lists_no_groups(tmp_path):
 def test_design_line_has_full_precision_and_evaluate_explains_rounding():
     from libra_jax.cli import evaluate
     optimum = [468.864469123, 27.350427456, 3.785103421]  # sums to 500 (within 1e-12)
-    line = report.design_override(optimum)
+    line = tables.design_override(optimum)
     assert line == "'bandwidth_gbps=[468.864469123,27.350427456,3.785103421]'"
     (parsed,) = OverridesParser.create().parse_overrides([line[1:-1]])
     assert parsed.value() == optimum  # what Hydra reads back is the optimum, bit for bit
-    assert report.design_override([1.0, float("nan")]) is None
+    assert tables.design_override([1.0, float("nan")]) is None
     _, _, _, spec = config.to_inputs(_compose("conf=turing_nlg"))  # sum(bw) == 500
     assert evaluate.constraint_report(spec, np.array(optimum), None)["satisfied"]
     # The table's 3 decimals: 468.864 + 27.350 + 3.785 = 499.999.

@@ -25,7 +25,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from libra_jax.cli import config, jobs, report, runtime
+from libra_jax.cli import config, jobs, report, runtime, tables
 from libra_jax.cli.config import LibraConfig
 from libra_jax.model import timing
 from libra_jax.model.linear import parse_linear_constraints
@@ -193,7 +193,7 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
         "workload": report.workload_dict(workload, workload_file),
         "breakdown": breakdown,
     }
-    print(report.format_evaluation(data, network, workload, tm), flush=True)
+    print(tables.format_evaluation(data, network, workload, tm), flush=True)
     jobs.export_astrasim(c, output_dir, network, bw, tm, workload)
     report.write_json(output_dir / "result.json", data)
     key = jobs.objective_key(c.objective)

@@ -16,7 +16,7 @@ import pathlib
 
 import numpy as np
 
-from libra_jax.cli import config, report, runtime
+from libra_jax.cli import config, report, runtime, tables
 from libra_jax.cli.config import LibraConfig
 from libra_jax.inputs import astrasim, chakra, generators
 from libra_jax.inputs.cost import load_cost_model
@@ -102,10 +102,10 @@ def run_single(c: LibraConfig, output_dir: pathlib.Path) -> float:
                      else config.resolve_path(c.workload.file, "workload.file"))
     limits = _bandwidth_limits(c, network, result.bandwidth_gbps)
     reference = _reference_design(c, network, workload, cost_rates, spec, tm, problem, power)
-    print(report.format_table(result, baseline, network, workload, spec, clock.seconds,
+    print(tables.format_table(result, baseline, network, workload, spec, clock.seconds,
                               power=power), flush=True)
-    print("\n".join(report.format_extras(tm, result, exact_ns, choice, sens)), flush=True)
-    for line in report.format_physical(limits, reference):
+    print("\n".join(tables.format_extras(tm, result, exact_ns, choice, sens)), flush=True)
+    for line in tables.format_physical(limits, reference):
         print(line, flush=True)
     if memory_line:
         print(memory_line, flush=True)
@@ -329,12 +329,12 @@ def run_cosearch(c: LibraConfig, output_dir: pathlib.Path) -> float:
         result = solve(problem, objective="perf", method=c.solver.method)
     result = clock.net(result)
     baseline = equal_split(problem)
-    print(report.format_table(result, baseline, network, best_wl, spec, clock.seconds),
+    print(tables.format_table(result, baseline, network, best_wl, spec, clock.seconds),
           flush=True)
     print(f"best mapping: {res.best.description}; memory per NPU: "
           f"{res.best.memory.describe()}", flush=True)
     print("", flush=True)
-    print(report.format_cosearch_table(res, cs.top_k), flush=True)
+    print(tables.format_cosearch_table(res, cs.top_k), flush=True)
     data = report.result_dict(result, baseline, network, best_wl, None,
                               compile_seconds=clock.seconds)
     data["cosearch"] = report.cosearch_dict(res, cs.top_k)
@@ -356,7 +356,7 @@ def run_multi(c: LibraConfig, output_dir: pathlib.Path) -> float:
         result = multi.solve_multi(
             problems, [name for name, _, _ in entries], weights, objective, cost_rates, spec)
     result = clock.net(result)
-    print(report.format_multi_table(result, network, spec, clock.seconds), flush=True)
+    print(tables.format_multi_table(result, network, spec, clock.seconds), flush=True)
     data = report.multi_result_dict(result, network, clock.seconds)
     report.write_json(output_dir / "result.json", data)
     value = runtime.objective_value(data["objective_value"])
