@@ -1,12 +1,12 @@
 """Fuzzing suite (issue 17): mutated and arbitrary inputs of every kind keep the contract.
 
-The contract, for every public loader and argument (`experiments/fuzz_inputs.py`): an input
+The contract, for every public loader and argument (the package `tests/fuzz/`): an input
 is either accepted -- and the problem it makes builds, and solves to finite results or a
 non-ok status -- or refused with `LibraInputError` (a short, non-empty message), within 10 s
 of CPU time (XLA compilation excluded) and 1 GB of peak RSS growth; a duplicate YAML key or
 a number replaced by a non-number is never accepted; a YAML python tag never runs.
 
-Every case runs in a worker process of `fuzz_inputs.Runner` (one per test module): it
+Every case runs in a worker process of `fuzz.Runner` (one per test module): it
 imports libra_jax once, and the runner enforces the time and memory bounds (a bomb or a
 hang is killed and reported, never stalls the suite). Hypothesis drives the cases:
 
@@ -34,13 +34,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from test_experiments_a import _module  # the experiments' loader (experiments/ on sys.path)
+import fuzz as fz  # tests/fuzz: the fuzz suite's generators, oracle and runner
+from fuzz.oracle import _dup_key_check
+from fuzz.yaml_mutations import _KEY_LINE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "fuzz"
 
-
-fz = _module("fuzz_inputs")
 
 _COMMON = dict(deadline=None, database=None,
                suppress_health_check=list(HealthCheck))
@@ -205,7 +205,7 @@ def test_arbitrary_bytes_spliced(runner, kind, profile):
         n = data.draw(st.integers(0, 8), label="replaced")
         mutated = seed[:i] + junk + seed[i + n:]
         case = _file_case(kind, mutated, "hypothesis_bytes", f"{name}: {junk!r} at {i}")
-        case["expect"] = fz._dup_key_check(seed, mutated) if kind in fz.YAML_KINDS else None
+        case["expect"] = _dup_key_check(seed, mutated) if kind in fz.YAML_KINDS else None
         _check(runner.run(case, solve=_long(profile)), case)
 
     prop()
@@ -337,7 +337,7 @@ def test_every_duplicate_key_is_refused(runner, kind):
     """Every top-level key of every shipped YAML input, given twice, is refused."""
     cases = []
     for name, data in fz.seeds()[kind]:
-        for m in fz._KEY_LINE.finditer(data):
+        for m in _KEY_LINE.finditer(data):
             if m.group(1) or m.group(2):
                 continue
             line_end = data.index(b"\n", m.end()) if b"\n" in data[m.end():] else len(data)
