@@ -46,6 +46,7 @@ from libra_jax.model.problem import (
 )
 from libra_jax.model.timing import TimingModel, build_timed_problem
 from libra_jax.solvers.batch import BatchResult, WarmUp, solve_batch, solve_stacked, warm_up
+from libra_jax.solvers.compilation import enable_compilation_cache
 from libra_jax.solvers.solve import Baseline, SolveResult, equal_split, solve
 from libra_jax.studies.multi import MultiResult, solve_multi
 from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
@@ -69,6 +70,7 @@ __all__ = [
     "build_problem",
     "build_timed_problem",
     "cost_rates_usd_per_gbps",
+    "enable_compilation_cache",
     "equal_split",
     "float64",
     "load_communicator",

@@ -92,6 +92,17 @@ def test_imports_point_down_the_layers():
     assert up == []
 
 
+def test_the_command_layer_only_parses_and_prints():
+    """`libra_jax.cli` turns configs into the studies' inputs, calls them, and prints and
+    writes what they return: it imports the studies, the input readers, the types and the
+    public package, never the model or the solvers."""
+    allowed = ("libra_jax.studies", "libra_jax.inputs", "libra_jax.types", "libra_jax.cli")
+    bad = [(mod, target) for mod, edges in _imports().items() if mod.startswith("libra_jax.cli")
+           for target, _ in edges
+           if target != "libra_jax" and not target.startswith(allowed)]
+    assert bad == []
+
+
 def test_importing_the_package_leaves_the_dtype_alone():
     """float64 is switched on by the entry points and the solvers, not by an import."""
     import subprocess

@@ -16,6 +16,7 @@ import yaml
 
 from libra_jax.cli import runtime
 from libra_jax.cli.report import RESULT_KEYS
+from libra_jax.solvers.compilation import CompileClock
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OPTIMA = json.loads((REPO / "tests" / "fixtures" / "libra_optima.json").read_text())
@@ -194,15 +195,15 @@ def test_compilation_cache_stores_and_reloads_small_programs(tmp_path, restore_c
     runtime.enable_compilation_cache(str(tmp_path / "cache"))
     jax.monitoring.register_event_listener(listen)
     try:
-        with runtime.CompileClock() as first:
+        with CompileClock() as first:
             jax.jit(tiny)(jnp.arange(3.0))
         assert any((tmp_path / "cache").iterdir())
         jax.clear_caches()  # forget the in-memory executable: the next call reads the disk
-        with runtime.CompileClock() as second:
+        with CompileClock() as second:
             jax.jit(tiny)(jnp.arange(3.0))
         assert events.count("/jax/compilation_cache/cache_hits") >= 1
         assert first.seconds > 0 and second.seconds > 0
-        with runtime.CompileClock() as none:
+        with CompileClock() as none:
             jax.jit(tiny)(jnp.arange(3.0))  # in memory: nothing traced or compiled
         assert none.seconds == 0.0
         runtime.enable_compilation_cache(None)
@@ -221,7 +222,7 @@ def test_compile_clock_nets_compilation_out_of_solve_seconds():
     class Result:
         solve_seconds: float
 
-    clock = runtime.CompileClock()
+    clock = CompileClock()
     clock.seconds = 0.75
     assert clock.net(Result(2.0)).solve_seconds == 2.0 - 0.75
     assert clock.net(Result(0.5)).solve_seconds == 0.0  # never negative

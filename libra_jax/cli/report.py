@@ -279,6 +279,61 @@ def timing_dict(tm: Any) -> dict:
     }
 
 
+def reference_dict(ref: Any, cost_rates: Any, power: Any) -> dict | None:
+    """``reference_design`` of result.json: the shipped design (``reference_bw_gbps``) and
+    the optima at its network power and at its network cost, each with its step time, cost
+    and power (`studies.job.train.ReferenceDesign`); None without one."""
+    if ref is None:
+        return None
+
+    def summary(bw, step_ns, status=None, gap=None):
+        out = dict(bandwidth_gbps=[float(x) for x in bw], step_time_ns=float(step_ns),
+                   network_cost_usd=None if cost_rates is None else float(cost_rates @ bw),
+                   **power_of(list(bw), step_ns, power))
+        if status is not None:
+            out.update(status=status, optimality_gap=gap)
+        return out
+
+    data = dict(shipped=summary(ref.bandwidth_gbps, ref.step_time_ns), same_power=None,
+                same_cost=None)
+    for key in ("same_power", "same_cost"):
+        r = getattr(ref, key)
+        if r is not None:
+            data[key] = summary(r.bandwidth_gbps, r.step_time_ns, r.status, r.optimality_gap)
+    return data
+
+
+#: Keys of an evaluate ``result.json``, in order.
+EVALUATE_KEYS = (
+    "status", "bandwidth_gbps", "step_time_ns", "comm_time_ns", "compute_time_ns",
+    "network_cost_usd", "time_x_cost", "network_power_w", "total_power_w", "energy_per_step_j",
+    "step_time_libra_ns", "constraints", "timing_model",
+    "network", "workload", "breakdown",
+)
+
+
+def evaluation_dict(ev: Any) -> dict:
+    """An evaluate ``result.json`` (:data:`EVALUATE_KEYS`) of a
+    `studies.job.evaluate.Evaluation`."""
+    step_ns, cost = ev.step_time_ns, ev.network_cost_usd
+    return {
+        "status": "ok",
+        "bandwidth_gbps": ev.bandwidth_gbps.tolist(),
+        "step_time_ns": step_ns,
+        "comm_time_ns": step_ns - ev.compute_time_ns,
+        "compute_time_ns": ev.compute_time_ns,
+        "network_cost_usd": cost,
+        "time_x_cost": None if cost is None else step_ns * cost,
+        **power_of(ev.bandwidth_gbps.tolist(), step_ns, ev.power),
+        "step_time_libra_ns": ev.step_time_libra_ns,
+        "constraints": ev.constraints,
+        "timing_model": timing_dict(ev.timing_model),
+        "network": network_dict(ev.network),
+        "workload": workload_dict(ev.workload, ev.workload_file),
+        "breakdown": ev.breakdown,
+    }
+
+
 def chunk_search_list(choice: Any) -> list:
     """``result.json``'s ``chunk_search``: one entry per candidate chunk count."""
     return [{"chunks": k, "status": r.status, "step_time_ns": json_num(r.step_time_ns),

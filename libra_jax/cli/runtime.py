@@ -1,10 +1,9 @@
-"""What every command does around its job: JAX's compilation cache, the compile clock, and
-running one Hydra job so that bad input is a message, not a traceback.
+"""What every command does around its job: JAX's compilation cache, and running one Hydra job
+so that bad input is a message, not a traceback.
 
 * :func:`enable_compilation_cache` -- JAX's persistent compilation cache (config key
-  ``compilation_cache_dir``; `solvers/compilation.py`, shared with the Python API).
-* :class:`CompileClock` -- seconds JAX spends compiling while it runs (`solvers/compilation.py`);
-  the commands report them as ``compile_seconds``, apart from ``solve_seconds``.
+  ``compilation_cache_dir``; the public API's `libra_jax.enable_compilation_cache`). The
+  studies time JAX's compilation apart from the solve (``compile_seconds``).
 * :func:`run_job` / :func:`exit_on_failures` -- one Hydra job: typed config in, the objective
   value out (what sweeper plugins such as Optuna minimise); a failed job logs one ``error:``
   paragraph, writes an error ``result.json`` and returns +inf, and the process exits 1 after
@@ -36,12 +35,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from libra_jax import enable_compilation_cache
 from libra_jax.cli import config, report
-from libra_jax.solvers.compilation import (  # noqa: F401  (the commands' names for them)
-    COMPILE_EVENTS,
-    CompileClock,
-    enable_compilation_cache,
-)
 from libra_jax.types import LibraInputError, show_path
 
 log = logging.getLogger(__name__)

@@ -447,3 +447,9 @@ def format_cosearch_table(res: Any, top_k: int) -> str:
                      + ("" if ref.memory.fits else "; it does NOT fit in memory: "
                         + ref.memory.describe()) + ")")
     return "\n".join(lines)
+
+
+def memory_line(est: Any) -> str:
+    """The memory line of a generated transformer (`model.memory.MemoryEstimate`)."""
+    return f"memory per NPU: {est.describe()}" + (
+        "" if est.capacity_bytes is not None else " (workload.npu.memory_gb is null: not checked)")

@@ -1,0 +1,65 @@
+"""A design written for ASTRA-sim 2.x (``export_astrasim=true``): the network YAML and system
+JSON, and the step as per-NPU Chakra execution traces with the simulator's command line."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+
+from libra_jax.inputs import astrasim, chakra
+from libra_jax.model import step
+from libra_jax.model.timing import TimingModel
+from libra_jax.studies.job.config import LibraConfig
+from libra_jax.types import LibraInputError, show
+
+log = logging.getLogger(__name__)
+
+
+def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
+                    tm: TimingModel, workload=None) -> None:
+    """With ``export_astrasim=true``: the design as ASTRA-sim 2.x network YAML + system JSON
+    in ``<run dir>/astrasim/`` (`libra_jax.inputs.astrasim`; link GB/s written in 2^30
+    bytes) and, given the workload, the step as per-NPU Chakra execution traces
+    ``astrasim/et/wl.<rank>.et`` (`libra_jax.inputs.chakra`; the configured training
+    loop's dependencies, compute rounded to whole microseconds) with the simulator's
+    command line in ``astrasim/run.sh``."""
+    if not c.export_astrasim:
+        return
+    delay = tm.endpoint_delay_ns
+    if delay != int(delay):
+        raise LibraInputError(
+            f"system.endpoint_delay_ns = {show(delay)}: ASTRA-sim counts whole ns; give an integer "
+            "to export the design (export_astrasim=true).")
+    yml, js = astrasim.export_design(
+        network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
+        chunks=tm.chunks, endpoint_delay_ns=int(delay),
+        local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
+        scheduling_policy=tm.queue_policy.upper())
+    log.info("ASTRA-sim design: %s and %s", yml, js)
+    if workload is None:
+        return
+    out = output_dir / "astrasim"
+    nodes = step.step_graph(workload, tm.training_loop)
+    try:
+        paths = chakra.write_traces(nodes, network.npus, out / "et")
+    except LibraInputError as e:  # e.g. a group over part of a dimension (needs pg_name)
+        log.warning("Chakra ETs not written: %s", e)
+        return
+    rounding = chakra.rounding_report(nodes)
+    backend = "Aware" if tm.network_backend == "aware" else "Unaware"
+    inflight = tm.max_inflight_collectives or 1024
+    (out / "run.sh").write_text(
+        "#!/bin/sh\n# ASTRA-sim 2.x (analytical backend) on the step libra_jax timed; "
+        "ASTRASIM_MAX_INFLIGHT_COMM needs the local patch of\n# "
+        "shared/reference/astrasim_workload (stock ASTRA-sim runs one collective per NPU).\n"
+        'echo \'{"memory-type": "NO_MEMORY_EXPANSION"}\' > "$(dirname "$0")/memory.json"\n'
+        f"ASTRASIM_MAX_INFLIGHT_COMM={inflight} "
+        f"${{ASTRA_SIM_BIN:-AstraSim_Analytical_Congestion_{backend}}} "
+        '--workload-configuration="$(dirname "$0")/et/wl" --comm-group-configuration=empty '
+        '--system-configuration="$(dirname "$0")/system.json" '
+        '--remote-memory-configuration="$(dirname "$0")/memory.json" '
+        '--network-configuration="$(dirname "$0")/network.yml" '
+        f"--num-queues-per-dim={tm.queues_per_dim}\n")
+    log.info("Chakra ETs: %d files in %s (compute rounded to whole us: %+.0f ns in all, "
+             "%d node(s) written as 0 us); command: %s", len(paths), out / "et",
+             rounding.total_change_ns, len(rounding.zero_us_nodes), out / "run.sh")
