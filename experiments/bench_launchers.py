@@ -48,25 +48,38 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+#: The environment of a head bound to 127.0.0.1 (docs/launchers.md, "Security"): Ray maps a
+#: loopback --node-ip-address to the machine's network address unless multi-node clusters
+#: are off (its switch for Windows and macOS, honoured on Linux too). `ray_head` also moves
+#: the dashboard's and the autoscaler's metrics servers off their fixed ports (44227, 44217:
+#: DASHBOARD_METRIC_PORT, AUTOSCALER_METRIC_PORT), so that two heads can run at once.
+RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
 @contextlib.contextmanager
 def ray_head(cpus: int, env: dict | None = None):
-    """A Ray head node of this machine (`ray start --head --block`, ``cpus`` logical CPUs, no
-    GPU, no dashboard, free ports, a temp dir under /tmp), stopped on exit, even on an error.
-    Yields its address, 127.0.0.1:PORT."""
+    """A Ray head node of this machine bound to 127.0.0.1 (`ray start --head --block`,
+    ``cpus`` logical CPUs, no GPU, no dashboard, free ports, a temp dir under /tmp), stopped
+    on exit, even on an error. Yields (its address 127.0.0.1:PORT, the pid of `ray start`,
+    whose process tree is the head's daemons and workers)."""
     # Short: Ray's unix sockets live under it (108-byte limit).
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    gcs, client, dash, agent, agent_grpc, metrics, env_agent = free_ports(7)
+    (gcs, client, dash, agent, agent_grpc, metrics, env_agent, dash_metrics,
+     autoscaler_metrics) = free_ports(9)
     ray = pathlib.Path(sys.executable).with_name("ray")
     log_path = pathlib.Path(temp) / "head.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [str(ray), "start", "--head", "--block", f"--port={gcs}", f"--num-cpus={cpus}",
-         "--num-gpus=0", f"--ray-client-server-port={client}", "--include-dashboard=false",
-         f"--dashboard-port={dash}", f"--dashboard-agent-listen-port={agent}",
-         f"--dashboard-agent-grpc-port={agent_grpc}", f"--metrics-export-port={metrics}",
-         f"--runtime-env-agent-port={env_agent}", f"--temp-dir={temp}",
-         "--disable-usage-stats"],
-        env=dict(os.environ if env is None else env, RAY_USAGE_STATS_ENABLED="0"),
+        [str(ray), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+         f"--port={gcs}", f"--num-cpus={cpus}", "--num-gpus=0",
+         f"--ray-client-server-port={client}", "--include-dashboard=false",
+         "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
+         f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+         f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={env_agent}",
+         f"--temp-dir={temp}", "--disable-usage-stats"],
+        env=dict(os.environ if env is None else env, **RAY_LOOPBACK_ENV,
+                 DASHBOARD_METRIC_PORT=str(dash_metrics),
+                 AUTOSCALER_METRIC_PORT=str(autoscaler_metrics)),
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -76,7 +89,7 @@ def ray_head(cpus: int, env: dict | None = None):
             if time.monotonic() > deadline:
                 raise RuntimeError("the Ray head did not start in 120 s")
             time.sleep(0.1)
-        yield f"127.0.0.1:{gcs}"
+        yield f"127.0.0.1:{gcs}", proc.pid
     finally:
         # The head's daemons and workers are all in the process group of `ray start`, and
         # nothing of the cluster outlives it: SIGKILL at once (`ray start --block` on SIGTERM
@@ -131,11 +144,6 @@ def main() -> None:
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_launchers"))
     cache = work / "jax_cache"
 
-    def scan(*overrides: str, multirun: bool = False) -> list[str]:
-        return [sys.executable, "-m", "libra_jax.scan", *["-m"] * multirun, *TINY_SCAN,
-                f"compilation_cache_dir={cache}", f"hydra.run.dir={work / 'hydra'}",
-                *overrides]
-
     sys.path.insert(0, str(ROOT / "tests"))
     from test_scan import TINY_SCAN, same_as_reference
 
@@ -152,7 +160,7 @@ def main() -> None:
         with contextlib.ExitStack() as clusters:
             t = time.perf_counter()
             # (its workers import this checkout, as the launching process does)
-            address = clusters.enter_context(
+            address, _ = clusters.enter_context(
                 ray_head(3, env=dict(os.environ, PYTHONPATH=str(ROOT))))
             started = {"Ray": time.perf_counter() - t}
             t = time.perf_counter()

@@ -337,7 +337,7 @@ def test_shards_and_merge_need_one_output_dir(tmp_path):
     ("libra_slurm", "hydra_submitit_launcher", "gpus_per_node", 0),
     ("libra_ray", "hydra_ray_launcher", "ray", {
         "init": {"address": "auto", "object_store_memory": None},
-        "remote": {"num_gpus": 0, "num_cpus": 8, "max_calls": 1, "max_retries": 0}}),
+        "remote": {"num_gpus": 0, "num_cpus": "auto", "max_calls": 1, "max_retries": 0}}),
 ])
 def test_launcher_configs_compose(launcher, plugin, key, value):
     """The shipped launcher configs extend their plugin's schema (composed, not launched:

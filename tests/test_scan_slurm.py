@@ -3,8 +3,9 @@ cluster on this machine (`experiments/slurm_local/setup.sh`: slurmctld, slurmd, 
 munged in a temp dir, stopped when the module's tests end, even when they fail); a 3-shard
 scan whose shard 2 job is cancelled with `scancel` while it runs (the launcher fails, the
 merge refuses naming the shard, the shard rerun alone completes the scan, which equals the
-unsharded run byte for byte). Skips, saying why, where the SLURM packages cannot be installed
-(the script needs apt-get and root).
+unsharded run byte for byte); the shipped launcher values (8 CPUs per task) refused on the
+4-CPU node before any job is submitted. Skips, saying why, where the SLURM packages cannot be
+installed (the script needs apt-get and root).
 
 Kept short for the default suite: the tiny scan of `test_scan._cli`, its unsharded run shared
 by the launcher tests (`test_scan.tiny_reference`), whose compile cache the jobs load the
@@ -15,6 +16,7 @@ job (submitit polls `sacct`, then waits 15 s for a result file that never comes)
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -143,3 +145,25 @@ def test_three_shards_on_slurm_one_cancelled_then_rerun_merge_into_the_unsharded
     assert states[job].startswith("CANCELLED"), states
     assert sorted(s for j, s in states.items() if j != job) == ["COMPLETED"] * 3, states
     print("slurm timings (s):", {k: round(v, 1) for k, v in seconds.items()})
+
+
+def test_the_shipped_request_beyond_the_node_is_refused_before_any_job(tmp_path, slurm_conf):
+    """The shipped libra_slurm values (8 CPUs per task) on the 4-CPU node: refused with the
+    partition's nodes (`sinfo`) before submitit submits anything (cli/launchers.py)."""
+    before = _jobs()
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "libra_jax.scan", "-m", *TINY_SCAN, "scan.num_shards=3",
+         "scan.shard_index=range(0,3)", f"scan.output_dir={tmp_path / 'out'}",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}", "hydra/launcher=libra_slurm",
+         "hydra.launcher.partition=local"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
+        text=True, timeout=120)
+    print(f"refused in {time.perf_counter() - t:.1f} s (the whole command)")
+    assert proc.returncode == 2, proc.stderr
+    assert re.fullmatch(
+        r"error: hydra\.launcher\.cpus_per_task = 8( and mem_gb = 32)?: no node of partition "
+        r"local has 8 CPUs(, nor 32 GB of memory)?; its nodes: 4 CPUs, [\d.]+ GB memory, "
+        r"0 GPUs \(1 node\)\. Ask for what a node has\.\n", proc.stderr), proc.stderr
+    assert _jobs() == before
+    assert not (tmp_path / "sweep").exists()
