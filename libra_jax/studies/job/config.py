@@ -86,7 +86,7 @@ class CostModelConfig:
 class WorkloadConfig:
     """Training workload: ASTRA-sim 1.0 text (+ communicator YAML) or native YAML, or generated
     from a model description (``generator`` + the ``model`` / ``parallel`` / ``npu`` blocks,
-    whose keys libra_jax/inputs/generators.py defines and checks; presets in ``conf/dnn/``)."""
+    whose keys libra_jax/inputs/generators/ defines and checks; presets in ``conf/dnn/``)."""
 
     file: Optional[str] = None
     communicator_file: Optional[str] = None
