@@ -440,7 +440,7 @@ def test_read_other_attribute_kinds(tmp_path):
     meta = GlobalMetadata(version="0.0.4")
     meta.attr.append(AttributeProto(name="schema", string_val="libra"))
     node = Node(id=0, name="M", type=NodeType.METADATA_NODE, ctrl_deps=[3])
-    node.attr.append(AttributeProto(name="i", int32_list=chakra._CLASSES["Int32List"](
+    node.attr.append(AttributeProto(name="i", int32_list=chakra.CLASSES["Int32List"](
         values=[1, -2])))
     node.attr.append(AttributeProto(name="x", double_val=0.5))
     node.attr.append(AttributeProto(name="b", bytes_val=b"\x00"))

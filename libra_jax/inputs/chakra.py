@@ -70,14 +70,13 @@ ASTRA-sim's analytical backends.
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 import pathlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2  # noqa: F401  (the schema's descriptor types)
 from google.protobuf.message import DecodeError
 
 from libra_jax.inputs.limits import (
@@ -91,197 +90,25 @@ from libra_jax.inputs.limits import (
     as_str,
     check_npus,
 )
+from libra_jax.inputs.chakra_schema import (  # noqa: F401  (this module's names for them)
+    CLASSES,
+    COMM_TYPE,
+    FILE_DESCRIPTOR,
+    AttributeProto,
+    BoolList,
+    CollectiveCommType,
+    GlobalMetadata,
+    IOInfo,
+    Node,
+    NodeType,
+    Tensor,
+    encode_message,
+    read_varint,
+)
 from libra_jax.types import Collective, LibraInputError, StepNode, clip, show, show_path
 
 #: ``GlobalMetadata.version`` of the files written (what the reference generator wrote).
 ET_VERSION = "0.0.4"
-
-
-# --------------------------------------------------------------------------- schema
-class NodeType(enum.IntEnum):
-    """``ChakraProtoMsg.NodeType``."""
-
-    INVALID_NODE = 0
-    METADATA_NODE = 1
-    MEM_LOAD_NODE = 2
-    MEM_STORE_NODE = 3
-    COMP_NODE = 4
-    COMM_SEND_NODE = 5
-    COMM_RECV_NODE = 6
-    COMM_COLL_NODE = 7
-
-
-class CollectiveCommType(enum.IntEnum):
-    """``ChakraProtoMsg.CollectiveCommType``."""
-
-    ALL_REDUCE = 0
-    REDUCE = 1
-    ALL_GATHER = 2
-    GATHER = 3
-    SCATTER = 4
-    BROADCAST = 5
-    ALL_TO_ALL = 6
-    REDUCE_SCATTER = 7
-    REDUCE_SCATTER_BLOCK = 8
-    BARRIER = 9
-
-
-#: The ``comm_type`` written for each collective (send-recv has its own node types).
-COMM_TYPE = {
-    Collective.ALLREDUCE: CollectiveCommType.ALL_REDUCE,
-    Collective.REDUCESCATTER: CollectiveCommType.REDUCE_SCATTER,
-    Collective.ALLGATHER: CollectiveCommType.ALL_GATHER,
-    Collective.ALLTOALL: CollectiveCommType.ALL_TO_ALL,
-}
-
-#: ``AttributeProto``'s ``oneof value``: each scalar type with its ``<type>_val`` field
-#: number; its ``<type>_list`` field (message ``<Type>List {repeated <type> values = 1;}``)
-#: has the next number.
-_VALUE_FIELDS = (
-    ("double", 3), ("float", 5), ("int32", 7), ("int64", 9), ("uint32", 11),
-    ("uint64", 13), ("sint32", 15), ("sint64", 17), ("fixed32", 19), ("fixed64", 21),
-    ("sfixed32", 23), ("sfixed64", 25), ("bool", 27), ("string", 29), ("bytes", 31),
-)
-
-#: The other messages: (name, fields), each field (name, number, type, label), where type
-#: is a scalar type or a message / enum of this file; label "repeated" or "" (singular).
-_MESSAGES = (
-    ("GlobalMetadata", (
-        ("version", 1, "string", ""),
-        ("attr", 2, "AttributeProto", "repeated"),
-    )),
-    ("Node", (
-        ("id", 1, "uint64", ""),
-        ("name", 2, "string", ""),
-        ("type", 3, "NodeType", ""),
-        ("ctrl_deps", 4, "uint64", "repeated"),
-        ("data_deps", 5, "uint64", "repeated"),
-        ("start_time_micros", 6, "uint64", ""),
-        ("duration_micros", 7, "uint64", ""),
-        ("inputs", 8, "IOInfo", ""),
-        ("outputs", 9, "IOInfo", ""),
-        ("attr", 10, "AttributeProto", "repeated"),
-    )),
-    ("IOInfo", (
-        ("values", 1, "string", ""),
-        ("shapes", 2, "string", ""),
-        ("types", 3, "string", ""),
-    )),
-    ("Tensor", (
-        ("tensor_id", 1, "uint64", ""),
-        ("storage_id", 2, "uint64", ""),
-        ("offset", 3, "uint64", ""),
-        ("num_elem", 4, "uint64", ""),
-        ("elem_bytes", 5, "uint64", ""),
-        ("device", 6, "string", ""),
-    )),
-)
-
-_ENUMS = (NodeType, CollectiveCommType)
-_PACKAGE = "ChakraProtoMsg"
-_FDP = descriptor_pb2.FieldDescriptorProto
-
-
-def _list_message(scalar: str) -> str:
-    """``double`` -> ``DoubleList``, ``uint32`` -> ``Uint32List`` (et_def.proto's names)."""
-    return scalar.capitalize() + "List"
-
-
-def _add_field(msg, name: str, number: int, type_name: str, label: str,
-               oneof_index: int | None = None) -> None:
-    field = msg.field.add(name=name, number=number, json_name=_json_name(name))
-    field.label = _FDP.LABEL_REPEATED if label == "repeated" else _FDP.LABEL_OPTIONAL
-    if type_name in {e.__name__ for e in _ENUMS}:
-        field.type, field.type_name = _FDP.TYPE_ENUM, f".{_PACKAGE}.{type_name}"
-    elif hasattr(_FDP, "TYPE_" + type_name.upper()):
-        field.type = getattr(_FDP, "TYPE_" + type_name.upper())
-    else:
-        field.type, field.type_name = _FDP.TYPE_MESSAGE, f".{_PACKAGE}.{type_name}"
-    if oneof_index is not None:
-        field.oneof_index = oneof_index
-
-
-def _json_name(name: str) -> str:
-    """``protoc``'s JSON name of a field: ``data_deps`` -> ``dataDeps``."""
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
-
-
-def _file_descriptor_proto() -> descriptor_pb2.FileDescriptorProto:
-    """et_def.proto as a ``FileDescriptorProto`` (what ``protoc`` would produce)."""
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="et_def.proto", package=_PACKAGE, syntax="proto3")
-    attr = fdp.message_type.add(name="AttributeProto")
-    _add_field(attr, "name", 1, "string", "")
-    _add_field(attr, "doc_string", 2, "string", "")
-    attr.oneof_decl.add(name="value")
-    for scalar, number in _VALUE_FIELDS:
-        _add_field(attr, f"{scalar}_val", number, scalar, "", oneof_index=0)
-        _add_field(attr, f"{scalar}_list", number + 1, _list_message(scalar), "",
-                   oneof_index=0)
-    for scalar, _ in _VALUE_FIELDS:
-        values = fdp.message_type.add(name=_list_message(scalar))
-        _add_field(values, "values", 1, scalar, "repeated")
-    for name, fields in _MESSAGES:
-        msg = fdp.message_type.add(name=name)
-        for field in fields:
-            _add_field(msg, *field)
-    for enum_cls in _ENUMS:
-        e = fdp.enum_type.add(name=enum_cls.__name__)
-        for member in enum_cls:
-            e.value.add(name=member.name, number=int(member))
-    return fdp
-
-
-def _build_classes() -> dict[str, type]:
-    pool = descriptor_pool.DescriptorPool()  # private: no clash with a real et_def_pb2
-    pool.Add(_file_descriptor_proto())
-    file = pool.FindFileByName("et_def.proto")
-    get_class = getattr(message_factory, "GetMessageClass", None)  # newer protobuf
-    if get_class is None:  # pragma: no cover -- older protobuf (3.20 has no GetMessageClass)
-        get_class = message_factory.MessageFactory(pool).GetPrototype
-    return {name: get_class(desc) for name, desc in file.message_types_by_name.items()}
-
-
-_CLASSES = _build_classes()
-AttributeProto = _CLASSES["AttributeProto"]
-BoolList = _CLASSES["BoolList"]
-GlobalMetadata = _CLASSES["GlobalMetadata"]
-Node = _CLASSES["Node"]
-IOInfo = _CLASSES["IOInfo"]
-Tensor = _CLASSES["Tensor"]
-#: The ``FileDescriptor`` of the schema (``Node.DESCRIPTOR.file``).
-FILE_DESCRIPTOR = Node.DESCRIPTOR.file
-
-
-# --------------------------------------------------------------------------- framing
-def _varint(value: int) -> bytes:
-    """``value`` (>= 0) as a protobuf base-128 varint."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int] | None:
-    """The varint at ``data[pos:]`` and the position after it; None if the data end
-    inside it or it is longer than 10 bytes (64 bits)."""
-    value = shift = 0
-    for i in range(pos, min(pos + 10, len(data))):
-        value |= (data[i] & 0x7F) << shift
-        if not data[i] & 0x80:
-            return value, i + 1
-        shift += 7
-    return None
-
-
-def encode_message(message) -> bytes:
-    """One message as Chakra's ``protolib.encodeMessage`` writes it: its length in bytes
-    as a varint, then its serialised bytes."""
-    body = message.SerializeToString()
-    return _varint(len(body)) + body
 
 
 # --------------------------------------------------------------------------- checking
@@ -611,7 +438,7 @@ def read_trace(path: str | os.PathLike) -> tuple[dict[str, Any], list[dict[str, 
     metadata, nodes, pos, k = None, [], 0, 0
     while pos < len(data):
         what = "the GlobalMetadata" if k == 0 else f"message {k} (node {k - 1})"
-        varint = _read_varint(data, pos)
+        varint = read_varint(data, pos)
         if varint is None:
             raise LibraInputError(
                 f"{clip(path)}: corrupt or truncated Chakra trace: the length of {what} at "
