@@ -25,6 +25,7 @@ import dataclasses
 import enum
 import importlib
 import pathlib
+import re
 import sys
 import typing
 from typing import Any, Iterator
@@ -361,10 +362,43 @@ EXTRA_RESULTS = [
 ]
 
 
+# Short titles for the nav, in its order; a results file not named here comes after them, under
+# its own first heading.
+NAV_TITLES = {
+    "experiments": "Experiments: scripts and how to rerun them",
+    "speedup": "1. Speed-up over the equal split",
+    "perf_per_cost": "2. Perf-per-cost",
+    "pareto": "3. Pareto front: time vs cost",
+    "multi_workload": "4. One design for three models",
+    "dims_3d_vs_4d": "5. 3D vs 4D at equal cost",
+    "claims": "6. The paper's claims",
+    "latency_aware": "7. LIBRA's optimum, latency-aware",
+    "physical_study": "Physical study: link technologies",
+    "scan_4096": "Scan: 4,096 NPUs",
+    "scan_16k": "Scans of 10^7-10^9 designs",
+    "bench_solvers": "Bench: solvers",
+    "bench_batch": "Bench: batch engine (CPU)",
+    "bench_batch_gpu_h200": "Bench: batch engine (H200)",
+    "bench_coldstart": "Bench: cold start",
+    "bench_coldstart_calibration": "Bench: cold-start cost model",
+    "bench_launchers": "Bench: launchers",
+}
+
+
 def benchmark_sources() -> list[tuple[str, pathlib.Path]]:
     """(page name, Markdown source) of every benchmark page, in the order of the nav."""
     pages = [(p.stem, p) for p in sorted(RESULTS.glob("*.md"))]
-    return [(n, p) for n, p in EXTRA_RESULTS if p.exists()] + pages
+    found = dict([(n, p) for n, p in EXTRA_RESULTS if p.exists()] + pages)
+    known = [n for n in NAV_TITLES if n in found]
+    return [(n, found[n]) for n in known] + [(n, p) for n, p in found.items() if n not in known]
+
+
+def nav_title(name: str, source: pathlib.Path) -> str:
+    """The page's title in the nav: a short one, or its first heading without code."""
+    if name in NAV_TITLES:
+        return NAV_TITLES[name]
+    title = re.sub(r"\s*\([^)]*`[^)]*\)", "", title_of(source.read_text(), name))
+    return title.replace("`", "")
 
 
 def _images(name: str, source: pathlib.Path) -> list[pathlib.Path]:
@@ -413,8 +447,8 @@ def benchmark_index() -> str:
         "",
     ]
     for name, source in benchmark_sources():
-        out.append(f"- [{title_of(source.read_text(), name)}]({name}.md) "
-                   f"(`{source.relative_to(ROOT)}`)")
+        out.append(f"- [{nav_title(name, source)}]({name}.md): "
+                   f"{title_of(source.read_text(), name)} (`{source.relative_to(ROOT)}`)")
     return "\n".join(out) + "\n"
 
 

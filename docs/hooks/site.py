@@ -35,7 +35,7 @@ def on_config(config):
             for name, source in generate.benchmark_sources():
                 page = f"benchmarks/{name}.md"
                 if page not in listed:
-                    section.append({generate.title_of(source.read_text(), name): page})
+                    section.append({generate.nav_title(name, source): page})
     return config
 
 
