@@ -80,15 +80,19 @@ def build_problems(raw: list[dict]) -> list:
 
 def stacked_groups(raw: list[dict]):
     """The documented stacked path for a list of mixed sizes (README "Python API"): one
-    stacked problem per (D, mode) group, phases padded with zero traffic and weight, built
-    by `problems_from_stacked`; returns (stacks, the input index of each stacked row)."""
+    stacked problem per (D, total mode, cost model) group, phases padded with zero traffic
+    and weight, built by `problems_from_stacked`; returns (stacks, the input index of each
+    stacked row). A raw problem may carry ``rates`` (cost rates per dim) and ``budget`` (a
+    cost budget, or None)."""
     from libra_jax.model.problem import problems_from_stacked  # noqa: PLC0415
 
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(raw):
-        groups.setdefault((len(r["lo"]), r["mode"]), []).append(i)
+        key = (len(r["lo"]), r["mode"], r.get("rates") is not None,
+               r.get("budget") is not None)
+        groups.setdefault(key, []).append(i)
     stacks, order = [], []
-    for (d, mode), idx in groups.items():
+    for (d, mode, priced, budgeted), idx in groups.items():
         k = max(len(raw[i]["weight"]) for i in idx)
         traffic = np.zeros((len(idx), k, d))
         weight = np.zeros((len(idx), k))  # padding phases: no traffic, weight 0
@@ -100,7 +104,10 @@ def stacked_groups(raw: list[dict]):
             traffic, weight, np.array([raw[i]["compute_s"] for i in idx]),
             total_bw_gbps=np.array([raw[i]["total"] for i in idx]), total_bw_mode=mode,
             lower_gbps=np.array([raw[i]["lo"] for i in idx]),
-            upper_gbps=np.array([raw[i]["hi"] for i in idx])))
+            upper_gbps=np.array([raw[i]["hi"] for i in idx]),
+            cost_rates_usd_per_gbps=(np.array([raw[i]["rates"] for i in idx]) if priced
+                                     else None),
+            max_cost_usd=np.array([raw[i]["budget"] for i in idx]) if budgeted else None))
         order += idx
     return stacks, np.asarray(order)
 
@@ -177,6 +184,7 @@ def cvxpy_loop(raw: list[dict]) -> tuple[float, list[float]]:
         cons.append(cp.sum(x) == r["total"] if r["mode"] == "eq" else cp.sum(x) <= r["total"])
         rows, cols = np.nonzero(t > 0)
         cons.append(tau[rows] >= cp.multiply(t[rows, cols], cp.inv_pos(x[cols])))
+        cons.append(tau >= 0)  # (a phase without traffic takes no time)
         prob = cp.Problem(cp.Minimize(w @ tau), cons)
         prob.solve(solver=cp.CLARABEL)
         values.append((r["compute_s"] + prob.value) * 1e9)

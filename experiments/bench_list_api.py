@@ -1,47 +1,226 @@
-"""Building many problems of mixed sizes: one by one (`problem_from_arrays` in a loop) against
-the stacked path (one `problems_from_stacked` call per (D, total mode) group, phases padded
-with zero-traffic rows), side by side in one run, with both solved warm and compared.
+"""The list API and the stacked path against a cvxpy + Clarabel loop, warm, building included,
+side by side in one run (issue 30, point 3).
 
-    python experiments/bench_list_api.py [--n 10000]
+    python experiments/bench_list_api.py [--n 10000] [--rounds 5] [--loop 200] [--out FILE]
 
-Uses the random bounded problems of `bench_coldstart.py` (D 2-5, K 1-8, lower and upper
-bounds, a total as == or <=).
+Two mixes of ``--n`` bounded problems:
+
+* "varied": replicas of 200 varied problems (`varied_problems`): D 2-5, K 1-16 phases (some
+  of them repeated or idle), lower bounds (0 on some dims), upper bounds (none on some), a
+  total bandwidth as == or <=, and on 30% of them cost rates with a cost budget; each replica
+  scales the traffic by a random factor (0.8-1.25), in replica order (every base problem once,
+  then again);
+* "coldstart": `bench_coldstart.random_problems` (D 2-5, K 1-8, bounds, a total as == or <=),
+  the mix of the cold-start table.
+
+Each mix, in this one process: a first call of each path (compiles), then ``--rounds`` rounds
+of both paths, alternating, each on other values (another replica draw or seed), timed from
+the raw inputs (nested lists, floats) to the results:
+
+* list: a `ConstraintSpec` and `problem_from_arrays` per problem, then one `solve_batch`;
+* stacked: the documented stacked path (`bench_coldstart.stacked_groups`: one
+  `problems_from_stacked` call per (D, total mode, cost) group, phases padded), then one
+  `solve_stacked`.
+
+The loop: cvxpy + Clarabel over the first ``--loop`` problems of the mix (for "varied", the
+200 base problems, one of each), timed in this process; its rate (problems per second) is the
+reference each path's rate is divided by, as in bench_coldstart.py (a loop over all 10,000
+would take ~2 minutes and measure the same per-problem rate). The two paths' optima are
+compared with each other and, on the loop's problems, with cvxpy's. Writes a markdown table
+to experiments/results/bench_list_api.md (or --out).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import pathlib
+import platform
 import sys
 import time
 
 import numpy as np
 
-from bench_coldstart import build_problems, random_problems, stacked_groups
+from bench_coldstart import random_problems, stacked_groups
 
 import libra_jax as lj  # noqa: E402
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def varied_problems(seed: int, n: int, replica_seed: int | None = None,
+                    base: int = 200) -> list[dict]:
+    """``n`` problems: replicas of ``base`` varied problems drawn from ``seed`` (D 2-5, K 1-16,
+    bounds, a total == or <=, 30% with cost rates and a budget), each replica's traffic
+    scaled by a factor in [0.8, 1.25] drawn from ``replica_seed``. Raw inputs (lists and
+    floats, as `random_problems`); ``rates`` and ``budget`` are None without a cost model."""
+    rng = np.random.default_rng(seed)
+    protos = []
+    for _ in range(base):
+        d = int(rng.integers(2, 6))
+        k = int(rng.integers(1, 17))
+        scale = 10.0 ** rng.uniform(-1, 1)
+        traffic = scale * 10.0 ** rng.uniform(-2, 1, (k, d)) * (rng.random((k, d)) < 0.7)
+        traffic[0] = np.maximum(traffic[0], 1e-2 * scale)  # every dimension carries something
+        if k > 2 and rng.random() < 0.3:
+            traffic[-1] = traffic[0]  # a repeated phase (merged by problem_from_arrays)
+        weight = rng.integers(1, 100, k).astype(float)
+        if k > 1 and rng.random() < 0.1:
+            weight[-1] = 0.0  # an idle phase (dropped)
+        total = float(10.0 ** rng.uniform(2, 3))
+        lo = total / d * rng.uniform(0.0, 0.3, d) * (rng.random(d) < 0.7)
+        hi = np.maximum(total * rng.uniform(0.3, 1.0, d), lo + 1.0)
+        hi *= max(1.0, 1.2 * total / hi.sum())
+        hi = np.where(rng.random(d) < 0.2, np.inf, hi)
+        mode = "eq" if rng.random() < 0.5 else "le"
+        rates = budget = None
+        if rng.random() < 0.3:
+            rates = rng.uniform(0.5, 20.0, d)
+            least = float(rates @ lo)  # the cheapest feasible cost
+            if mode == "eq":
+                left = total - lo.sum()
+                for i in np.argsort(rates):
+                    put = min(hi[i] - lo[i], left)
+                    least += rates[i] * put
+                    left -= put
+            most = float(rates @ np.minimum(hi, total))
+            budget = least + float(rng.uniform(0.05, 1.0)) * (most - least)
+            rates = rates.tolist()
+        protos.append(dict(traffic_gb=traffic, weight=weight.tolist(),
+                           compute_s=float(rng.uniform(0.001, 1.0) * scale), total=total,
+                           mode=mode, lo=lo.tolist(), hi=hi.tolist(), rates=rates,
+                           budget=budget))
+    rng = np.random.default_rng(seed * 1000 + 1 if replica_seed is None else replica_seed)
+    out = []
+    for i in range(n):
+        p = protos[i % base]
+        out.append(dict(p, traffic_gb=(p["traffic_gb"] * rng.uniform(0.8, 1.25)).tolist()))
+    return out
+
+
+def coldstart_problems(seed: int, n: int) -> list[dict]:
+    """`bench_coldstart.random_problems` (scale 3, as its 10,000 row), without cost."""
+    return [dict(r, rates=None, budget=None) for r in random_problems(seed, n, 3.0)]
+
+
+MIXES = {"varied": lambda n, draw: varied_problems(7, n, replica_seed=draw),
+         "coldstart": lambda n, draw: coldstart_problems(draw, n)}
+
+
+def build_list(raw: list[dict]) -> list:
+    """The list API as a user writes it: a `ConstraintSpec` and `problem_from_arrays` per
+    problem."""
+    return [problem_from_arrays(
+        r["traffic_gb"], r["weight"], r["compute_s"], r["rates"],
+        ConstraintSpec(total_bw_gbps=r["total"], total_bw_mode=r["mode"], lower_gbps=r["lo"],
+                       upper_gbps=r["hi"], max_cost_usd=r["budget"]))
+        for r in raw]
+
+
+def run_path(how: str, raw: list[dict]) -> dict:
+    """Builds and solves ``raw`` by the list API or the stacked path; seconds and optima in
+    input order."""
+    t0 = time.perf_counter()
+    if how == "list":
+        problems = build_list(raw)
+    else:
+        stacks, order = stacked_groups(raw)
+    t1 = time.perf_counter()
+    res = lj.solve_batch(problems) if how == "list" else lj.solve_stacked(stacks)
+    t2 = time.perf_counter()
+    step = np.asarray(res.step_time_ns, np.float64)
+    if how != "list":
+        step = step[np.argsort(order)]
+    return dict(build=t1 - t0, call=t2 - t1, total=t2 - t0, compile=res.compile_seconds,
+                ok=sum(s == "ok" for s in res.status), step=step)
+
+
+def cvxpy_loop(raw: list[dict]) -> tuple[float, np.ndarray]:
+    """Seconds for a cvxpy + Clarabel loop over ``raw``, and the optima (ns)."""
+    import cvxpy as cp  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    values = []
+    for r in raw:
+        t = np.asarray(r["traffic_gb"])
+        w = np.asarray(r["weight"])
+        k, d = t.shape
+        x = cp.Variable(d)
+        tau = cp.Variable(k)
+        hi = np.asarray(r["hi"])
+        cons = [x >= np.asarray(r["lo"])]
+        if np.isfinite(hi).any():
+            fin = np.flatnonzero(np.isfinite(hi))
+            cons.append(x[fin] <= hi[fin])
+        cons.append(cp.sum(x) == r["total"] if r["mode"] == "eq" else cp.sum(x) <= r["total"])
+        if r["budget"] is not None:
+            cons.append(np.asarray(r["rates"]) @ x <= r["budget"])
+        rows, cols = np.nonzero((t > 0) & (w[:, None] > 0))
+        cons.append(tau[rows] >= cp.multiply(t[rows, cols], cp.inv_pos(x[cols])))
+        cons.append(tau >= 0)  # (a phase without traffic takes no time)
+        prob = cp.Problem(cp.Minimize(w @ tau), cons)
+        prob.solve(solver=cp.CLARABEL)
+        values.append((r["compute_s"] + prob.value) * 1e9)
+    return time.perf_counter() - t0, np.asarray(values)
+
+
+def spread(values) -> str:
+    return f"{np.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
+    ap.add_argument("--rounds", type=int, default=5, help="warm rounds of both paths")
+    ap.add_argument("--loop", type=int, default=200, help="problems of the cvxpy loop")
+    ap.add_argument("--mix", choices=sorted(MIXES), action="append",
+                    help="mixes to run (default: both)")
+    ap.add_argument("--out", type=pathlib.Path,
+                    default=ROOT / "experiments" / "results" / "bench_list_api.md")
     args = ap.parse_args(argv)
-    raw = random_problems(2, args.n, 3.0)
-    t0 = time.perf_counter()
-    one = build_problems(raw)
-    t1 = time.perf_counter()
-    stacks, order = stacked_groups(raw)
-    t2 = time.perf_counter()
-    lj.solve_batch(one), lj.solve_stacked(stacks)  # compile both
-    a = lj.solve_batch(one)
-    b = lj.solve_stacked(stacks)
-    sa = np.asarray(a.step_time_ns)
-    sb = np.empty(args.n)
-    sb[order] = np.asarray(b.step_time_ns)
-    print(f"{args.n} problems: build one by one {t1 - t0:.2f} s "
-          f"({(t1 - t0) / args.n * 1e6:.0f} us each); stacked per (D, mode) {t2 - t1:.2f} s "
-          f"({(t2 - t1) / args.n * 1e6:.0f} us each): {(t1 - t0) / (t2 - t1):.1f}x")
-    print(f"warm solve: list {a.solve_seconds:.2f} s, stacked groups {b.solve_seconds:.2f} s; "
-          f"same optima to {np.max(np.abs(sa - sb) / sa):.1e}; "
-          f"ok {sum(s == 'ok' for s in b.status)}/{args.n}")
+    lines = [f"# List API and stacked path vs a cvxpy + Clarabel loop ({platform.node()}, "
+             f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, load "
+             f"{os.getloadavg()[0]:.1f} at the start)", "",
+             f"`python experiments/bench_list_api.py --n {args.n} --rounds {args.rounds} "
+             f"--loop {args.loop}`: warm calls of {args.n:,} problems from raw inputs to "
+             "results, medians (and range) of the rounds; the loop's rate from its "
+             f"{args.loop} problems.", "",
+             "| mix | path | build s | solve s | total s | rate /s | vs loop | ok | first call s "
+             "|", "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for mix in args.mix or ["varied", "coldstart"]:
+        make = MIXES[mix]
+        first = {how: run_path(how, make(args.n, 1)) for how in ("list", "stacked")}
+        rounds = {"list": [], "stacked": []}
+        for r in range(args.rounds):
+            raw = make(args.n, 2 + r)
+            for how in (("list", "stacked") if r % 2 == 0 else ("stacked", "list")):
+                rounds[how].append(run_path(how, raw))
+        loop_raw = make(args.n, 2)[:args.loop]
+        loop_s, ref = cvxpy_loop(loop_raw)
+        loop_rate = len(loop_raw) / loop_s
+        a, b = rounds["list"][0]["step"], rounds["stacked"][0]["step"]
+        same = float(np.max(np.abs(a - b) / b))
+        vs_cvxpy = float(np.max(np.abs(a[:len(ref)] - ref) / ref))
+        lines.append(f"| {mix} | cvxpy + Clarabel loop | | {loop_s:.2f} | {loop_s:.2f} | "
+                     f"{loop_rate:.0f} | 1.00x | | |")
+        for how in ("list", "stacked"):
+            runs = rounds[how]
+            rates = [args.n / x["total"] for x in runs]
+            lines.append(
+                f"| {mix} | {how} | {spread([x['build'] for x in runs])} | "
+                f"{spread([x['call'] for x in runs])} | {spread([x['total'] for x in runs])} | "
+                f"{np.median(rates):,.0f} | {np.median(rates) / loop_rate:.0f}x "
+                f"({min(rates) / loop_rate:.0f}-{max(rates) / loop_rate:.0f}x) | "
+                f"{min(x['ok'] for x in runs)}/{args.n} | {first[how]['total']:.2f} "
+                f"(compile {first[how]['compile']:.2f}) |")
+        notes.append(f"{mix}: list and stacked optima equal to {same:.1e} (relative); the "
+                     f"list's optima vs cvxpy on the loop's {len(ref)} problems: {vs_cvxpy:.1e}.")
+        print("\n".join(lines[-3:]), flush=True)
+    text = "\n".join(lines + [""] + notes) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
     return 0
 
 

@@ -151,7 +151,7 @@ def test_batched_equals_single(mixed):
 
 
 def test_compilations_bounded_by_buckets(mixed):
-    # One chunk of 1024 per bucket for the batch, one of 16 for the single solves.
+    # One chunk program per bucket for the batch, one of 16 for the single solves.
     # 0 when an earlier test already compiled these buckets.
     assert 0 <= mixed["growth"] <= 2 * NUM_BUCKETS
 
@@ -178,6 +178,59 @@ def test_chunk_plan_covers_every_size_with_ladder_sizes():
     # bucket is compiled already.
     assert B.chunk_plan(1, 1024) == [1]
     assert B.chunk_plan(1, 1024, {16}, 1e-4) == [16]
+
+
+def test_bucket_sizes_step_by_at_most_half():
+    assert [B._ladder(n) for n in range(0, 33)] == (
+        [4] * 5 + [6] * 2 + [8] * 2 + [12] * 4 + [16] * 4 + [24] * 8 + [32] * 8)
+    assert B._ladder(33) == 48 and B._ladder(1000) == 1024
+    p = problem_from_arrays(np.arange(1.0, 46.0).reshape(9, 5), np.arange(1.0, 10.0), 0.1, None,
+                            ConstraintSpec(total_bw_gbps=100.0))
+    assert B.bucket_shape(p) == (6, 12, 0, 1, 0, 0)
+
+
+def test_an_iteration_limit_changes_no_result(monkeypatch):
+    """Chunks may run under an iteration limit (`B._IterationLimit`); the problems it stops
+    are solved again from their start, in chunks of their size (the same program): every
+    output equals that of the run without a limit, bit for bit."""
+    rng = np.random.default_rng(5)
+    probs = [build(make_case(rng, 5, 3, "le_hi")) for _ in range(70)]
+    bucket = B.pad_concat([B.stack([p]) for p in probs], B.bucket_shape(probs[0]))
+    caps, ons = np.zeros(70), np.zeros(70, bool)
+    run = dict(dtype=np.float64, plan=[16] * 5, devices=jax.local_devices()[:1],
+               config=ipm.IpmConfig(), tier="quick")
+    monkeypatch.setattr(B, "LIMIT_MIN_CHUNKS", 10**9)  # (no limit)
+    ref = B._run_bucket(bucket, caps, ons, **run)
+    monkeypatch.setattr(B, "LIMIT_MIN_CHUNKS", 0)
+    limits = []
+
+    def current(self, size):  # a limit below most problems' iterations, after the first
+        self.calls += 1
+        limits.append(self.max_iter if self.calls == 1 or not self.active else 4)
+        return limits[-1]
+
+    monkeypatch.setattr(B._IterationLimit, "current", current)
+    got = B._run_bucket(bucket, caps, ons, **run)
+    assert limits.count(4) == 4 and np.sum(ref[4][16:] > 4) >= 20  # (stopped, solved again)
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_iteration_limit_follows_the_sampled_iterations():
+    lim = B._IterationLimit(80, n=10240, active=True)
+    assert lim.current(256) == 80  # (no sample yet: the first chunk runs without a limit)
+    lim.observe(np.array([9] * 250 + [20] * 6), 80)
+    # 6 in 256 need 20 iterations: every chunk would run 20; with a limit of 9 they run 9,
+    # and the few above are solved again in chunks of their own.
+    assert [lim.current(256) for _ in range(7)] == [9] * 7
+    assert lim.current(256) == 80  # (every LIMIT_SAMPLE_EVERY-th chunk samples again)
+    even = B._IterationLimit(80, n=10240, active=True)
+    even.observe(np.array([9] * 128 + [10] * 128), 80)
+    assert even.current(256) == 80  # (half of them above any lower limit: none pays)
+    lim.observe(np.array([30] * 256), 12)  # (a chunk run under a limit adds nothing)
+    assert lim.seen.sum() == 256
+    lim.stop()
+    assert lim.current(256) == 80
 
 
 def test_single_problem_program_matches_the_chunk_program():

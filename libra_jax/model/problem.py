@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -43,7 +43,9 @@ from libra_jax.inputs.limits import (
 from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload
 from libra_jax.model.collectives import traffic_bytes
-from libra_jax.model import lp
+from libra_jax.model import lp, quick_checks
+from libra_jax.model.closed_form import closed_form as _closed_form
+from libra_jax.model.closed_form import over_dims as _over_dims
 from libra_jax.model.linear import parse_linear_constraints
 from libra_jax.types import LibraInputError, show
 
@@ -188,6 +190,8 @@ def check_spec(spec: ConstraintSpec, field_prefix: str = "constraints") -> None:
       LibraInputError: naming the field (``field_prefix``.name[index]), the value and the
         rule.
     """
+    if type(spec) is ConstraintSpec and quick_checks.spec_ok(spec, field_prefix):
+        return  # (plain values within range: what the checks below accept)
     as_instance(spec, ConstraintSpec, "spec")
     f = as_str(field_prefix, "field_prefix")
     if spec.total_bw_gbps is not None:
@@ -301,6 +305,18 @@ class Problem:
     @property
     def num_dims(self) -> int:
         return self.traffic_gb.shape[-1]
+
+    def __getattr__(self, name):
+        # Only reached for an attribute not set: the fields of a problem that
+        # `problem_from_arrays` left unbuilt are built on first access (`materialise`).
+        if name.startswith("__") or "_lazy" not in self.__dict__:
+            raise AttributeError(f"'Problem' object has no attribute {name!r}")
+        materialise(self)
+        return object.__getattribute__(self, name)
+
+    def __getstate__(self):
+        materialise(self)  # (pickled built: an unbuilt problem's state holds its block)
+        return self.__dict__
 
 
 #: The array fields of `Problem`, each with its metadata (axes, fill, dtype, group).
@@ -583,9 +599,108 @@ def problem_from_arrays(
     for the few problems the closed form leaves to them (infeasible, unbounded or degenerate
     ones, see `_closed_form`), from HiGHS LPs (`_lp_fields`), which also word the errors.
     Fields are numpy arrays (float64, bool, int32).
+
+    Every argument is checked here, and every error raised here. A problem that is certain
+    to build (`quick_checks.surely_builds`: no linear rows, power cap or ``rows``,
+    constraints that hold strictly, a finite step time) is returned unbuilt: it is built on
+    first access to a field (`materialise`), or, in a list given to `batch.solve_batch` or
+    `warm_up`, together with the others in one vectorised pass (`bulk.build_all`); either
+    way its arrays are, to the last bit, those of building it here, without the per-problem
+    cost (`Problem` pickles built).
     """
+    if rows is None and type(spec) is ConstraintSpec:
+        x = _quick_inputs(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
+                          field_prefix)
+        if x is not None and quick_checks.surely_builds(x):
+            p = object.__new__(Problem)
+            p.__dict__.update(_lazy=x, has_cost=x.has_cost)
+            return p
     return _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix,
                   rows, closed_form=True)
+
+
+def _quick_inputs(traffic_gb, weight, compute_s, cost_rates, spec: ConstraintSpec,
+                  field_prefix) -> Inputs | None:
+    """`_checked` by the fast paths of `quick_checks`, for plain inputs that pass every
+    check (no linear rows, power cap or general model); None for anything else, which
+    `_checked` then accepts or refuses. The bound and rate vectors come as lists of floats
+    (`quick_checks.surely_builds` reads them; `with_arrays` makes them arrays)."""
+    if not quick_checks.spec_ok(spec, field_prefix):
+        return None
+    traffic, weight = quick_checks.numbers(traffic_gb), quick_checks.numbers(weight)
+    if (traffic is None or weight is None or traffic.ndim != 2
+            or weight.shape != traffic.shape[:1]):
+        return None
+    d = traffic.shape[1]
+    if (d == 0 or d > LIMITS.max_dims
+            or not quick_checks.finite_range(traffic, MAX_TRAFFIC_GB)
+            or not quick_checks.finite_range(weight, None)):
+        return None
+    compute = quick_checks.real(compute_s, 0.0, MAX_COMPUTE_S)
+    if compute is None:
+        return None
+    has_cost = cost_rates is not None
+    rates = [0.0] * d
+    if has_cost:
+        given = quick_checks.numbers(cost_rates)
+        if (given is None or given.shape != (d,)
+                or not quick_checks.finite_range(given, MAX_RATE_USD_PER_GBPS)):
+            return None
+        rates = given.tolist()
+    lo = quick_checks.bound_list(spec.lower_gbps, d, upper=False)
+    hi = quick_checks.bound_list(spec.upper_gbps, d, upper=True)
+    if lo is None or hi is None or any(a > b for a, b in zip(lo, hi)):
+        return None
+    budget = None if spec.max_cost_usd is None else float(spec.max_cost_usd)
+    if budget is not None and not has_cost:
+        return None
+    total = None if spec.total_bw_gbps is None else float(spec.total_bw_gbps)
+    return Inputs(traffic, weight, compute, rates, has_cost, lo, hi, total,
+                  spec.total_bw_mode, [], budget, None, None, field_prefix, None)
+
+
+def with_arrays(x: Inputs) -> Inputs:
+    """Inputs of `_quick_inputs` as `assemble` takes them: the bound and rate vectors as
+    float64 arrays, the (empty) general-model rows."""
+    return x._replace(lo=np.array(x.lo, np.float64), hi=np.array(x.hi, np.float64),
+                      rates=np.array(x.rates, np.float64),
+                      model_rows=no_rows((), len(x.lo)))
+
+
+def unbuilt(p: Problem) -> Inputs | None:
+    """The checked inputs of a problem that `problem_from_arrays` left unbuilt and that no
+    block holds yet (`place`); None otherwise."""
+    state = p.__dict__
+    return state["_lazy"] if "_lazy" in state and "_block" not in state else None
+
+
+def block_row(p: Problem) -> tuple[Problem, int] | None:
+    """(block, row) of an unbuilt problem that `place` put in a block, else None."""
+    return p.__dict__.get("_block") if "_lazy" in p.__dict__ else None
+
+
+def place(p: Problem, block: Problem, row: int) -> None:
+    """Makes the unbuilt problem ``p`` row ``row`` of ``block`` (a stacked `Problem` built
+    from its inputs, `bulk.build_all`): its fields will be views of that row."""
+    p.__dict__["_block"] = (block, row)
+
+
+def materialise(p: Problem) -> None:
+    """Builds an unbuilt problem in place (nothing for a built one): the views of its row of
+    a block, or built alone by `assemble`."""
+    state = p.__dict__
+    if "_lazy" not in state:
+        return
+    placed = state.get("_block")
+    if placed is not None:
+        block, row = placed
+        fields = {f.name: np.asarray(getattr(block, f.name)[row]) for f in ARRAY_FIELDS}
+    else:
+        built = assemble(with_arrays(state["_lazy"]))
+        fields = {f.name: getattr(built, f.name) for f in ARRAY_FIELDS}
+    state.update(fields)
+    del state["_lazy"]
+    state.pop("_block", None)
 
 
 def with_workload(template: Problem, traffic_gb, weight, compute_s, *,
@@ -637,16 +752,43 @@ def _check_workload_arrays(traffic_gb, weight, compute_s):
     return traffic_gb, weight, compute_s
 
 
+class Inputs(NamedTuple):
+    """The checked inputs of one problem (`_checked`), phases not yet merged."""
+
+    traffic: np.ndarray  # [K, D]
+    weight: np.ndarray  # [K]
+    compute: float
+    rates: np.ndarray  # [D] (zeros without a cost model)
+    has_cost: bool
+    lo: np.ndarray  # [D]
+    hi: np.ndarray  # [D]
+    total: float | None
+    mode: str
+    linear: list
+    budget: float | None
+    power: np.ndarray | None
+    cap: float | None
+    f: str
+    model_rows: dict
+
+
 def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix, rows,
            closed_form: bool) -> Problem:
-    """`problem_from_arrays`; ``closed_form=False`` takes the LP path for every problem (the
-    reference the closed form is tested against)."""
+    """`problem_from_arrays`, built now; ``closed_form=False`` takes the LP path for every
+    problem (the reference the closed form is tested against)."""
+    return assemble(_checked(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
+                              field_prefix, rows), closed_form)
+
+
+def _checked(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix,
+             rows) -> Inputs:
+    """Every check of the arguments of `problem_from_arrays` (types, shapes, magnitudes,
+    bounds, linear rows, a budget without a cost model), in the order of its messages."""
     f = as_str(field_prefix, "field_prefix")
     check_spec(spec, f)  # (again: a ConstraintSpec's fields can change after it is made)
     traffic_gb, weight, compute_s = _check_workload_arrays(traffic_gb, weight, compute_s)
     d = traffic_gb.shape[1]
     model_rows = _check_rows(rows, d)
-    traffic_gb, weight, _ = merge_weighted_phases(traffic_gb, weight)
     has_cost = cost_rates_usd_per_gbps is not None
     rates = _rates(cost_rates_usd_per_gbps, d) if has_cost else np.zeros(d)
     lo = _vector(spec.lower_gbps, d, f"{f}.lower_gbps", 0.0)
@@ -665,27 +807,35 @@ def _build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_p
                 f"{f}.max_cost_usd = {show(spec.max_cost_usd)}: a cost budget needs a "
                 "cost model (set cost_model.file)."
             )
-
     power = power_row(spec, d)
     cap = None if power is None else float(spec.max_power_w)
+    return Inputs(traffic_gb, weight, compute_s, rates, has_cost, lo, hi, total,
+                   spec.total_bw_mode, linear, budget, power, cap, f, model_rows)
 
+
+def assemble(x: Inputs, closed_form: bool = True) -> Problem:
+    """The `Problem` of checked inputs: phases merged, the constraint fields in closed form
+    (`_closed_form`) or from the LP path (`_lp_fields`, which words the errors of
+    constraints that cannot hold), and a finite step time and cost checked."""
+    d = x.lo.shape[0]
+    traffic_gb, weight, _ = merge_weighted_phases(x.traffic, x.weight)
     used = (traffic_gb > 0).any(axis=0)
-    used |= (model_rows["row_gb"] > 0).any(axis=0)
+    used |= (x.model_rows["row_gb"] > 0).any(axis=0)
     fields = None
-    if closed_form and not linear and power is None and d > 0:
+    if closed_form and not x.linear and x.power is None and d > 0:
         out, ok = _closed_form(
-            lo[None], hi[None], None if total is None else np.array([total]),
-            spec.total_bw_mode == "eq", rates[None] if has_cost else None,
-            None if budget is None else np.array([budget]), used[None])
+            x.lo[None], x.hi[None], None if x.total is None else np.array([x.total]),
+            x.mode == "eq", x.rates[None] if x.has_cost else None,
+            None if x.budget is None else np.array([x.budget]), used[None])
         if ok[0]:
             fields = {name: np.asarray(value[0]) for name, value in out.items()}
     if fields is None:
-        fields = _lp_fields(lo, hi, rates, has_cost, total, spec.total_bw_mode, linear, budget,
-                            f, used, power, cap)
-    _check_finite_result(fields, traffic_gb, weight, compute_s, model_rows, has_cost, f)
+        fields = _lp_fields(x.lo, x.hi, x.rates, x.has_cost, x.total, x.mode, x.linear,
+                            x.budget, x.f, used, x.power, x.cap)
+    _check_finite_result(fields, traffic_gb, weight, x.compute, x.model_rows, x.has_cost, x.f)
     return Problem(traffic_gb=traffic_gb.reshape(-1, d), weight=weight,
-                   compute_s=np.asarray(compute_s, np.float64), **fields, **model_rows,
-                   has_cost=has_cost)
+                   compute_s=np.asarray(x.compute, np.float64), **fields, **x.model_rows,
+                   has_cost=x.has_cost)
 
 
 def _rates(values, d: int) -> np.ndarray:
@@ -926,316 +1076,6 @@ def _tight_tol(upper):
     """Slack (GB/s) under which a bound or row counts as tight: 1e-9 of the largest ``upper``
     (at least 1e-9); ``upper`` [..., D]."""
     return 1e-9 * np.maximum(1.0, np.max(np.abs(upper), axis=-1))
-
-
-# ------------------------------------------------------------------ closed form (no linear rows)
-
-# Relative violation of the total or of the cost budget that the closed form still accepts
-# (rounding of inputs such as lower bounds that sum exactly to the total); beyond it the LP
-# path decides (HiGHS' own tolerance is far looser) and words the error.
-_FEASIBILITY_RTOL = 1e-12
-
-
-# Batch arrays are [B, D] (or [B, n, D]) with few dims D. numpy reduces such short last axes
-# row by row (some 30 ns a row), so on a large batch a loop over the dims, each step
-# vectorised over the batch, is 10-30x faster; a small array takes numpy's one call. Both add
-# in the same order for D < 8 (numpy sums 8 or more in pairs).
-_LOOP_OVER_DIMS_SIZE = 1024
-
-
-def _over_dims(ufunc, x):
-    """ufunc.reduce(x, axis=-1), e.g. np.add for a sum, np.minimum for a min; for a count of
-    True entries pass an integer array (np.add of bools is a logical or)."""
-    if x.size < _LOOP_OVER_DIMS_SIZE:
-        return ufunc.reduce(x, axis=-1)
-    out = x[..., 0]
-    for i in range(1, x.shape[-1]):
-        out = ufunc(out, x[..., i])
-    return out
-
-
-def _excl_cumsum(x):
-    """Exclusive prefix sums along the last axis, out[..., k] = sum(x[..., :k]), for finite x
-    (cumsum - x: exact at k = 0, within an ulp of the running sum elsewhere)."""
-    if x.size < _LOOP_OVER_DIMS_SIZE:
-        return np.cumsum(x, axis=-1) - x
-    out = np.array(x, np.float64)
-    for i in range(1, x.shape[-1]):
-        out[..., i] += out[..., i - 1]
-    return out - x
-
-
-def _cheapest_fill(ix, width, amount):
-    """Least-cost y with 0 <= y <= width and sum(y) = amount (fractional knapsack): fill the
-    dims in increasing cost rate up to their width.
-
-    Args:
-      ix: (rows [B, 1], order [B, D]) fancy index putting each problem's dims in increasing
-        rate (a stable argsort of the rates).
-      width: [B, D] finite widths. amount: [B] (<= 0 gives y = 0).
-    """
-    w_sorted = width[ix]
-    y_sorted = np.minimum(np.maximum(amount[:, None] - _excl_cumsum(w_sorted), 0.0), w_sorted)
-    y = np.empty_like(y_sorted)
-    y[ix] = y_sorted
-    return y
-
-
-def _cost_line_range(ix, rates, width, s0, c0):
-    """Range of y_i = bw_i - lo_i that a cost budget allows under a total equality, per dim.
-
-    With the total equality the other dims carry s0 - y_i (s0 = total - sum(lo)); the least
-    they can pay for it is g_i(s0 - y_i), g_i the fractional-knapsack cost of the others: convex
-    and piecewise linear, the maximum of its segment lines Q_k + rho_k (s - W_k) (k over the
-    others in increasing rate rho_k; W_k, Q_k the width and cost of the others filled before
-    k). So y_i is allowed iff rates_i y_i + g_i(s0 - y_i) <= c0 (c0 = budget - rates @ lo), i.e.
-    for every k: (rates_i - rho_k) y_i <= c0 - Q_k - rho_k (s0 - W_k), an upper bound on y_i
-    where rho_k < rates_i and a lower bound where rho_k > rates_i. O(D^2) per problem.
-
-    Args:
-      ix: dims in increasing rate (see `_cheapest_fill`).
-      rates: [B, D] >= 0. width: [B, D] widths hi - lo clipped to max(s0, 0) (finite; that
-        leaves g_i on [0, s0] as it is). s0, c0: [B].
-
-    Returns:
-      (y_min, y_max) [B, D], -inf / +inf where no line bounds y_i.
-    """
-    d = rates.shape[-1]
-    r_sorted, w_sorted = rates[ix], width[ix]
-    w_before, q_before = _excl_cumsum(w_sorted), _excl_cumsum(r_sorted * w_sorted)
-    pos = np.empty_like(ix[1])
-    pos[ix] = np.arange(d)  # pos[b, i]: rank of dim i
-    k = np.arange(d)
-    i_before_k = pos[:, :, None] < k  # [B, i, k]
-    # Prefix sums of the others (dim i left out).
-    w_ik = w_before[:, None, :] - i_before_k * width[:, :, None]
-    q_ik = q_before[:, None, :] - i_before_k * (rates * width)[:, :, None]
-    rhs = c0[:, None, None] - q_ik - r_sorted[:, None, :] * (s0[:, None, None] - w_ik)
-    slope = rates[:, :, None] - r_sorted[:, None, :]  # 0 at dim i's own rank: no line
-    ratio = rhs / slope
-    y_max = _over_dims(np.minimum, np.where(slope > 0, ratio, np.inf))
-    y_min = _over_dims(np.maximum, np.where(slope < 0, ratio, -np.inf))
-    return y_min, y_max
-
-
-def _water_fill(a, b, target, rows):
-    """clip(lam, a, b) with lam such that the sum is ``target``: the point of the box [a, b]
-    nearest the equal split (water-filling). f(lam), the sum of the clipped values, is
-    piecewise linear and non-decreasing with knots at a and b: evaluate it at all 2D knots and
-    interpolate on the segment holding the target (a target below sum(a) / above sum(b) gives
-    a / b). a, b [B, D] finite with a <= b, target [B], rows [B, 1] = arange(B)."""
-    knots = np.sort(np.concatenate([a, b], axis=-1), axis=-1)  # [B, 2D]
-    f = _over_dims(np.add, np.minimum(np.maximum(knots[:, :, None], a[:, None, :]), b[:, None, :]))
-    # The segment [knot j - 1, knot j] with f(j - 1) < target <= f(j), j in [1, 2D - 1].
-    j = _over_dims(np.add, (f[:, 1:-1] < target[:, None]).astype(np.intp)) + 1
-    rows, i = rows[:, 0], j - 1
-    k0, k1, f0, f1 = knots[rows, i], knots[rows, j], f[rows, i], f[rows, j]
-    lam = np.where(f1 > f0, k0 + (target - f0) * (k1 - k0) / (f1 - f0), k1)
-    return np.minimum(np.maximum(lam[:, None], a), b)
-
-
-def _choose(cond, always, when_true, when_false):
-    """np.where(cond, when_true(), when_false()) for cond [B] and values [B] or [B, D], calling
-    a branch only if some problem takes it (``always``: cond is known to hold everywhere)."""
-    if always:
-        return when_true()
-    if not cond.any():
-        return when_false()
-    yes, no = when_true(), when_false()
-    return np.where(cond.reshape(cond.shape + (1,) * (np.ndim(yes) - 1)), yes, no)
-
-
-def _closed_form(lo, hi, total, eq, rates, budget, used=None):
-    """The constraint fields of `Problem` without LPs, for a batch of problems whose only
-    constraints are the box lo <= bw <= hi, a total sum(bw) == T (``eq``) or <= T, and a cost
-    budget rates @ bw <= C (rates >= 0). Vectorised over the batch; the fields equal the LP
-    path's (`_lp_fields`) where its optimum is unique, and are optima of the same LPs otherwise.
-
-    With y = bw - lo, w = hi - lo, s0 = T - sum(lo) and c0 = C - rates @ lo:
-
-      * feasible iff s0 >= 0 (and s0 <= sum(w) for ``eq``), c0 >= 0, and, for ``eq`` with a
-        budget, the least cost (the fractional knapsack `_cheapest_fill`: s0 into the
-        cheapest dims first) is <= C;
-      * max y_i (``upper``): the other dims stay at lo, so min(w_i, s0, c0 / rates_i); with
-        ``eq`` and a budget the others must carry s0 - y_i instead: min(w_i, s0) and the cost
-        lines of `_cost_line_range`;
-      * min y_i (for ``hi_tight``): 0; with ``eq``, max(0, s0 - the other widths) and the cost
-        lines. Least total: sum(lo); least cost: rates @ lo, with ``eq`` the knapsack's. The
-        tight sets compare these with the LP path's tolerance (`_tight_tol`);
-      * least-cost point: lo, with ``eq`` the knapsack fill;
-      * interior (`_interior_point`'s LP): fix the tight dims, make tight rows equalities, and
-        maximise the smallest slack r of the rest (unit-norm rows: the total row
-        ones / sqrt(D), the cost row rates / ||rates||; r <= max(1, max(upper))). For a given
-        r the free dims F lie in the shrunk box [lo + r, hi - r], where lo + r has the least
-        sum and cost, so r* is the least of: (hi_i - lo_i) / 2; under a total equality
-        s0_F / |F| and (sum_F hi - T_F) / |F|; under a total inequality s0_F / (|F| + sqrt(D));
-        for a budget without a total equality c0_F / (sum_F rates + ||rates||); with one, the
-        knapsack cost in the shrunk box is again a maximum of lines, now linear in r as well,
-        L_m(r) = Q_m - 2 r P_m + rho_m (s0_F - |F| r - W_m + 2 m r) (m-th cheapest free dim;
-        P_m, W_m, Q_m the rates, widths and costs of the free dims before it), and every m
-        bounds r by c0_F - (sum_F rates + ||rates||) r >= L_m(r). (_F: what is left to the
-        free dims once the fixed ones are paid for.) The point: water-fill towards the equal
-        split in [lo + r*, hi - r*] (to the total, or to the middle of the sums allowed), then,
-        if that breaks the budget, move towards the least-cost point of the shrunk set until
-        the budget's slack is r*.
-
-    Returns (fields, ok): the `Problem` constraint fields with a leading batch axis, and ok
-    [B], False where the LP path has to decide: infeasible (beyond a 1e-12 relative rounding),
-    unbounded, no strictly interior point, a zero rate vector with a budget, or a tight budget
-    that the tight dims and total do not already imply (free dims of different rates under a
-    total equality, or of nonzero rates without one: the budget would be a second, independent
-    equality).
-
-    Args:
-      lo, hi: [B, D] bounds (hi +inf for none), 0 <= lo <= hi.
-      total: [B] totals (> 0) or None. eq: whether the total is an equality.
-      rates: [B, D] cost rates (finite, >= 0) or None without a cost model.
-      budget: [B] cost budgets (finite, > 0) or None; needs rates.
-      used: [B, D] bool, the dims that carry traffic, or None: ok is False where one of them
-        is held at about 0 (``upper`` <= the tight tolerance); the LP path words that error
-        (or, where ``upper`` is not <= 0 to it, builds the problem as before).
-    """
-    nb, d = lo.shape
-    has_total, has_budget, has_cost = total is not None, budget is not None, rates is not None
-    eq = bool(eq) and has_total
-    r = rates if has_cost else np.zeros((nb, d))
-    rows = np.arange(nb)[:, None]
-    ix = (rows, np.argsort(r, axis=-1, kind="stable")) if has_cost else None
-    w = hi - lo
-    sum_lo = _over_dims(np.add, lo)
-    ok = np.ones(nb, bool)
-    y_max, y_min = w, 0.0
-    fill = None
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # Bounds of y over the set, feasibility, least cost.
-        if has_total:
-            s0 = total - sum_lo
-            rounding = _FEASIBILITY_RTOL * total
-            ok &= s0 >= -rounding
-            y_max = np.minimum(w, s0[:, None])
-            if eq:
-                ok &= s0 <= _over_dims(np.add, w) + rounding
-                width = np.minimum(w, np.maximum(s0, 0.0)[:, None])
-                y_min = np.maximum(s0[:, None] - (_over_dims(np.add, width)[:, None] - width), 0.0)
-                if has_cost:
-                    fill = _cheapest_fill(ix, width, s0)
-        if has_budget:
-            norm_r = np.sqrt(_over_dims(np.add, r * r))
-            ok &= norm_r > 0
-            cost_lo = _over_dims(np.add, r * lo)
-            c0 = budget - cost_lo
-            least = cost_lo if fill is None else _over_dims(np.add, r * (lo + fill))
-            ok &= least <= budget * (1.0 + _FEASIBILITY_RTOL)
-            if eq:
-                line_min, line_max = _cost_line_range(ix, r, width, s0, c0)
-                y_max = np.minimum(y_max, line_max)
-                y_min = np.maximum(y_min, line_min)
-            else:
-                y_max = np.minimum(y_max, np.where(r > 0, c0[:, None] / r, np.inf))
-        upper = lo + y_max
-        # max(1, max |upper|): the scale of the LP path's tolerance (`_tight_tol`) and, as
-        # upper >= 0 when feasible, its cap on the interior's slack (`_interior_point`).
-        scale = np.maximum(1.0, _over_dims(np.maximum, np.abs(upper)))
-        ok &= scale < np.inf  # bounded
-        tol = 1e-9 * scale
-        lo_tight = upper - lo <= tol[:, None]
-        hi_tight = hi - (lo + y_min) <= tol[:, None]  # False for hi = inf
-        if used is not None:  # traffic on a dim held at (about) 0
-            ok &= ~_over_dims(np.logical_or, used & (upper <= tol[:, None]))
-
-        # Rows in the LP path's order: the total (equality or inequality), then the budget.
-        n_in = int(has_total and not eq) + int(has_budget)
-        a_eq, b_eq = np.empty((nb, int(eq), d)), np.empty((nb, int(eq)))
-        a_in, b_in = np.empty((nb, n_in, d)), np.empty((nb, n_in))
-        in_tight = np.empty((nb, n_in), bool)
-        total_tight = np.full(nb, eq)  # the total holds with equality on the whole set
-        if has_total:
-            root_d = math.sqrt(d)
-            (a_eq if eq else a_in)[:, 0] = 1.0 / root_d
-            (b_eq if eq else b_in)[:, 0] = total / root_d
-            if not eq:
-                total_tight = in_tight[:, 0] = total / root_d - sum_lo / root_d <= tol
-        if has_budget:
-            a_in[:, -1] = r / norm_r[:, None]
-            b_in[:, -1] = budget / norm_r
-            cost_tight = in_tight[:, -1] = budget / norm_r - least / norm_r <= tol
-
-        # Interior. The fixed dims sit at their tight bound; base / top are lo / hi with the
-        # fixed dims at that value, so sums over all dims count what the fixed ones take.
-        free = ~(lo_tight | hi_tight)
-        n_free = _over_dims(np.add, free.astype(np.intp))
-        base = np.where(hi_tight & ~lo_tight, hi, lo)
-        top = np.where(lo_tight, lo, hi)
-        r_star = np.minimum(scale, _over_dims(np.minimum, np.where(free, w, np.inf)) / 2)
-        if has_total:
-            s0_f = total - _over_dims(np.add, base)  # what the free dims carry above lo
-
-            def bound_eq():
-                bound = np.minimum(s0_f, _over_dims(np.add, top) - total)
-                return np.where(n_free > 0, bound / n_free, np.inf)
-
-            r_star = np.minimum(r_star, _choose(total_tight, eq, bound_eq,
-                                                lambda: s0_f / (n_free + root_d)))
-        if has_budget:
-            r_free = r * free
-            top_rate = _over_dims(np.maximum, np.where(free, r, -np.inf))
-            same_rate = top_rate <= _over_dims(np.minimum, np.where(free, r, np.inf))
-            ok &= ~cost_tight | np.where(total_tight, same_rate, top_rate <= 0)
-            c0_f = budget - _over_dims(np.add, r * base)
-            rates_f = _over_dims(np.add, r_free)
-
-            def lines():
-                # The lines L_m over the free dims in increasing rate (fixed dims: width 0).
-                w_s = np.minimum(top - base, 3.0 * np.maximum(s0_f, 0.0)[:, None])[ix]
-                free_s, r_s = free[ix], r_free[ix]
-                m = _excl_cumsum(free_s.astype(np.float64))
-                beta = (rates_f + norm_r)[:, None] - 2.0 * _excl_cumsum(r_s) + r_s * (
-                    2.0 * m - n_free[:, None])
-                num = c0_f[:, None] - _excl_cumsum(r_s * w_s) - r_s * (
-                    s0_f[:, None] - _excl_cumsum(w_s))
-                return _over_dims(np.minimum, np.where(free_s, num / beta, np.inf))
-
-            bound = _choose(total_tight, eq, lines, lambda: c0_f / (rates_f + norm_r))
-            r_star = np.where(cost_tight, r_star, np.minimum(r_star, bound))
-        ok &= r_star > 0
-
-        # The point: water-fill in the shrunk box [a, b] (a = b on the fixed dims), then mind
-        # the budget.
-        shift = r_star[:, None] * free
-        a = base + shift
-        sum_a = _over_dims(np.add, a)
-        # Under a total equality the free dims carry total - sum_a above a, together.
-        b = np.maximum(a, _choose(
-            total_tight, eq, lambda: np.minimum(top - shift, a + (total - sum_a)[:, None]),
-            lambda: np.minimum(top, upper) - shift))
-
-        def middle():  # the middle of the sums allowed
-            most = _over_dims(np.add, b)
-            if has_total:
-                most = np.minimum(most, total - root_d * r_star)
-            return (sum_a + most) / 2
-
-        target = _choose(total_tight, eq, lambda: total, middle)
-        interior = _water_fill(a, b, target, rows)
-        if has_budget:
-            cheap = _choose(total_tight, eq,
-                            lambda: a + _cheapest_fill(ix, b - a, target - sum_a), lambda: a)
-            allowed = budget - norm_r * r_star
-            cost_point = _over_dims(np.add, r * interior)
-            cost_cheap = _over_dims(np.add, r * cheap)
-            theta = np.minimum(np.maximum(
-                (allowed - cost_cheap) / (cost_point - cost_cheap), 0.0), 1.0)
-            theta = np.where(~cost_tight & (cost_point > allowed), theta, 1.0)
-            interior = cheap + theta[:, None] * (interior - cheap)
-
-    fields = dict(
-        cost_rate=r, lo=lo, hi=hi, upper=upper, a_eq=a_eq, b_eq=b_eq, a_in=a_in, b_in=b_in,
-        lo_tight=lo_tight, hi_tight=hi_tight, in_tight=in_tight, interior=interior,
-        min_cost_bw=(interior.copy() if not has_cost else lo + fill if fill is not None
-                     else lo.copy()),
-        total_bw_gbps=total if has_total else _over_dims(np.add, interior),
-    )
-    return fields, ok
 
 
 # ------------------------------------------------------------------ batches (stacked arrays)

@@ -15,11 +15,13 @@ Shapes and compilations. Problems are padded on the host with neutral values to 
   * a padded phase or piece has no traffic and no rows (its time variable is pinned at 0);
   * a padded inequality row is 0 <= 1 and a padded equality 0 == 0; neither takes part.
 
-D is rounded up to 4, 8, 16, ... and the other sizes to powers of two (K at least 4): few,
-coarse buckets, since padding costs little and each program costs seconds to compile. The
-batch axis is padded too: a bucket's problems run in chunks whose sizes come from a fixed
-ladder (16, 256, 1024, 65536, ... up to ``max_chunk``), so a call with another number of
-problems reuses compiled code. A call's buckets are then merged up into larger ones present
+D and K are rounded up to 4, 6, 8, 12, 16, 24, ... (`_ladder`: at most half of a size is
+padding) and the other sizes to powers of two: few, coarse buckets, since padding costs
+little and each program costs seconds to compile. The batch axis is padded too: a bucket's
+problems run in chunks whose sizes come from a fixed ladder (16, 256, 1024, 65536, ... up to
+``max_chunk``, 256 on a CPU), so a call with another number of problems reuses compiled
+code. A chunk runs for its slowest problem's iterations; chunks after the first may run
+under an iteration limit, the few problems it stops being solved again (`_run_bucket`). A call's buckets are then merged up into larger ones present
 in it (`plan_buckets`) while a program costs more to compile than the padding costs to run,
 by a measured cost model that knows which programs this process has compiled already; chunk
 sizes are chosen by the same model (`chunk_plan`). A first call of a few hundred mixed
@@ -56,8 +58,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from libra_jax.model import bulk
 from libra_jax.model import objective as model
-from libra_jax.model.problem import ARRAY_FIELDS, SIZE_AXES, Problem, problem_sizes
+from libra_jax.model.problem import (
+    ARRAY_FIELDS,
+    SIZE_AXES,
+    Problem,
+    block_row,
+    problem_sizes,
+    unbuilt,
+)
 from libra_jax.solvers import active_set, first_order, ipm
 from libra_jax.solvers.certificate import (
     TOLERANCES,
@@ -84,15 +94,23 @@ CHUNK_LADDER = (16, 256, 1024, 65536, 524288)
 
 
 def default_max_chunk() -> int:
-    """Largest chunk per device call: 1024 problems on CPUs (larger chunks fall out of the
-    caches: 8192 ran 30-60% slower per problem on 2 cores), 65536 on accelerators."""
-    return 1024 if jax.default_backend() == "cpu" else 65536
+    """Largest chunk per device call: 256 problems on CPUs, 65536 on accelerators. On 2 CPU
+    cores, 8,192 random problems at bucket (6, 8, 1, 1, 0, 0) took 36-41, 35-36, 32-33,
+    33-36 and 42-44 us each in chunks of 64, 128, 256, 512 and 1024 (larger chunks fall out
+    of the caches: 8192 ran 30-60% slower than 1024; smaller ones pay the call)."""
+    return 256 if jax.default_backend() == "cpu" else 65536
 
 
-def _round_dims(d: int) -> int:
-    """D of the bucket: at least 4 (padding a 2- or 3-dim problem to 4 costs little and saves
-    whole programs), then powers of two."""
-    return max(4, 1 << (max(d, 1) - 1).bit_length())
+def _ladder(n: int, minimum: int = 4) -> int:
+    """The bucket size of ``n`` dimensions or phases: the least of 4, 6, 8, 12, 16, 24, ...
+    (powers of two and 1.5x them) that holds max(n, ``minimum``). Padding a 2- or 3-dim
+    problem to 4 costs little and saves whole programs; above that a step of 1.5x pads at
+    most half of a problem's size (powers of two: up to all of it). On 2 cores, in chunks of
+    256, 4,096 problems of D 2-5 and K 1-8 took 36-39 us each at D 6 against 41-42 at D 8,
+    and 4,096 of K 1-12 (D 2-5, with budgets) 49-56 us at K 12 against 57-62 at K 16."""
+    n = max(n, minimum, 1)
+    top = 1 << (n - 1).bit_length()  # the power of two >= n
+    return top * 3 // 4 if top >= 4 and n <= top * 3 // 4 else top
 
 
 def _pow2(n: int, minimum: int = 0) -> int:
@@ -103,7 +121,7 @@ def _pow2(n: int, minimum: int = 0) -> int:
 def bucket_shape(p: Problem) -> tuple[int, ...]:
     """The padded (D, K, I, E, J, R) a problem is solved at."""
     d, k, i, e, j, r = problem_sizes(p)
-    return (_round_dims(d), _pow2(k, 4), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
+    return (_ladder(d), _ladder(k), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
 
 
 #: The cost model of `plan_buckets`, measured on 2 CPU cores side by side in one run (the
@@ -120,7 +138,10 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
 #:
 #: Per problem, at "full", a bucket (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x
 #: (1 + (K + R) / 64) (measured 72-82 us at D 4, 162-220 us at D 8, 662 us at D 16 in
-#: chunks of 1024, whatever K). The tiers give the same results (the same XLA graph; only
+#: chunks of 1024, whatever K). (Measured again on 2 cores of another machine for issue
+#: 30: 2.2-2.3 s before the first chunk at "full", 0.6-0.9 s at "quick"; 45 us per
+#: problem at "full" in chunks of 256, 73 in chunks of 1024: both the compilation and the
+#: run were ~2.5x faster there, so their ratio, which is what the plans use, held.) The tiers give the same results (the same XLA graph; only
 #: LLVM's optimisation of it differs: the before/after test runs both).
 TIERS = {"full": {}, "quick": {"xla_backend_optimization_level": 0}}
 COMPILE_SECONDS = {"full": 5.5, "quick": 2.0}
@@ -306,11 +327,14 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
 
 
 @jit(static_argnames="config")
-def _kernel(p: Problem, cap, cap_on, config: ipm.IpmConfig):
+def _kernel(p: Problem, cap, cap_on, limit, config: ipm.IpmConfig):
+    """`ipm.solve_perf` vmapped over a chunk, each problem stopped after ``limit`` (an int32
+    scalar, traced: one program for every limit) iterations at most."""
     # Full-precision products: GPUs otherwise multiply float32 matrices in TF32 (10-bit
     # mantissa), which the Newton systems cannot afford.
     with jax.default_matmul_precision("highest"):
-        return jax.vmap(ipm.solve_perf, in_axes=(0, 0, 0, None))(p, cap, cap_on, config)
+        return jax.vmap(lambda q, c, on: ipm.solve_perf(q, c, on, config, limit))(
+            p, cap, cap_on)
 
 
 @jit(static_argnames="config")
@@ -342,7 +366,7 @@ def _kernel_optax(p: Problem, config: first_order.FirstOrderConfig):
         lam_pair=jnp.zeros((b, k, d), p.lo.dtype), lam_row=zeros, lam_lin=zeros, nu=zeros,
         iterations=jnp.full((b,), config.num_steps, jnp.int32),
         finite=out.status != int(Status.NONFINITE), started_inside=jnp.ones((b,), bool),
-        violation=out.max_violation)
+        violation=out.max_violation, done=jnp.ones((b,), bool))
 
 
 @jit
@@ -487,44 +511,123 @@ def _run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="
     programs of ``tier`` (`TIERS`); returns numpy arrays (bw [B, D], step_s, lb_s, violation,
     iterations, finite, started_inside). On one CPU device, two chunks run at a time from
     two threads (XLA runs one call on ~1.7 of 2 cores; two at a time took 0.175 s for what
-    one after the other took 0.25 s)."""
+    one after the other took 0.25 s).
+
+    A chunk runs for its slowest problem's iterations. With the interior-point kernel and
+    more than `LIMIT_MIN_CHUNKS` chunks, the chunks after the first run under an iteration
+    limit (`_IterationLimit`) and the few problems it stops are solved again from their start,
+    in chunks of the size they ran in (the same program), without the limit: a problem's
+    iterations and result are those of one unlimited run, wherever and whenever it runs."""
     n = p.lo.shape[0]
     ndev = len(devices)
     if ndev == 1:
         run = functools.partial(STORE.call, options=TIERS[tier])
     else:  # (sharded: jit's own cache and options)
         run = _call_jit
-    starts = np.concatenate([[0], np.cumsum(plan)[:-1]]).astype(int)
+    is_ipm = isinstance(config, ipm.IpmConfig)
+    max_iter = config.max_iter if is_ipm else 0
 
-    def chunk(start, size):
+    def chunk(rows, size, limit):
         size = -(-size // ndev) * ndev
-        idx = np.arange(start, start + size)
-        idx = np.where(idx < n, idx, start)  # the last chunk repeats its first problem
+        idx = np.concatenate([rows, np.full(size - len(rows), rows[0])])  # padded: a repeat
         part, c, on = take(p, idx), cap[idx], cap_on[idx]
         low = _cast(part, dtype)
         args = _shard((low, c.astype(dtype), on), devices)
-        if isinstance(config, first_order.FirstOrderConfig):
+        if not is_ipm:
             out = run(_kernel_optax, (args[0],), {"config": config})
+        elif size == 1:
+            out = run(_kernel_one, args, {"config": config})
         else:
-            out = run(_kernel_one if size == 1 else _kernel, args, {"config": config})
+            out = run(_kernel, args + (np.int32(limit),), {"config": config})
         if np.dtype(dtype) != np.float64:
             bw, step, lb, viol = run(_evaluate_f64, _shard((part, out, c, on), devices))
         else:
             bw, step, lb, viol = out.bw, out.step_s, out.lb_s, out.violation
         got = jax.device_get((bw, step, lb, viol, out.iterations, out.finite,
-                              out.started_inside))
-        keep = min(size, n - start)
-        return [np.asarray(x)[:keep] for x in got]
+                              out.started_inside, out.done))
+        return [np.asarray(x)[:len(rows)] for x in got]
 
-    jobs = [(int(a), int(b)) for a, b in zip(starts, plan) if a < n]
-    if len(jobs) > 1 and ndev == 1 and devices[0].platform == "cpu":
-        first = chunk(*jobs[0])  # (compiles or loads the program once, before the threads)
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            # (JAX's x64 switch is per thread: the workers need it as this thread has it)
-            outs = [first] + list(pool.map(float64(lambda job: chunk(*job)), jobs[1:]))
-    else:
-        outs = [chunk(*job) for job in jobs]
-    return [np.concatenate(cols) for cols in zip(*outs)]
+    starts = np.concatenate([[0], np.cumsum(plan)[:-1]]).astype(int)
+    jobs = [(np.arange(a, min(a + c, n)), int(c)) for a, c in zip(starts, plan) if a < n]
+    threads = len(jobs) > 1 and ndev == 1 and devices[0].platform == "cpu"
+    limits = _IterationLimit(max_iter, n, len(jobs) > LIMIT_MIN_CHUNKS and is_ipm)
+
+    def job(rows, size):
+        limit = limits.current(size)
+        out = chunk(rows, size, limit)
+        limits.observe(out[4], limit)
+        return out, limit
+
+    def run_all(todo):
+        if len(todo) > 1 and threads:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                # (JAX's x64 switch is per thread: the workers need it as this thread has it)
+                return list(pool.map(float64(lambda j: job(*j)), todo))
+        return [job(*j) for j in todo]
+
+    # The first chunk alone: it compiles (or loads) the program once, before the threads,
+    # and its iterations are the first sample of the limit.
+    done = [job(*jobs[0])] + run_all(jobs[1:])
+    cols = [np.concatenate(c) for c in zip(*(out for out, _ in done))]
+    # Problems stopped by a limit: solved again without one, in chunks of their size.
+    again: dict[int, list] = {}
+    for (rows, size), (out, limit) in zip(jobs, done):
+        if limit < max_iter:
+            stopped = rows[~out[7] & (out[4] >= limit)]
+            again.setdefault(size, []).extend(stopped.tolist())
+    redo = [(np.asarray(rows[i:i + size]), size) for size, rows in again.items()
+            for i in range(0, len(rows), size)]
+    limits.stop()
+    for (rows, _), (out, _) in zip(redo, run_all(redo)):
+        for col, vals in zip(cols, out):
+            col[rows] = vals
+    return cols[:7]
+
+
+#: Chunks a bucket needs before the iteration limit is worth sampling (`_run_bucket`).
+LIMIT_MIN_CHUNKS = 3
+#: Every this many chunks, one runs without the limit: its iterations keep the sample of
+#: `_IterationLimit` up to date.
+LIMIT_SAMPLE_EVERY = 8
+
+
+class _IterationLimit:
+    """The iteration limit of a bucket's chunks (`_run_bucket`). A chunk costs its slowest
+    problem's iterations for every problem in it, so a limit that stops the slowest few (to
+    be solved again from their start, in chunks of their own) saves the difference for all
+    the others. The limit L minimises the estimated cost of the bucket from the iterations
+    of the problems that chunks without a limit have run so far (the first chunk, then
+    every `LIMIT_SAMPLE_EVERY`-th: a sample of the rest): ``n`` min(L, top) for the chunks,
+    plus a whole chunk running ``top`` iterations for every ``size`` problems above L (top:
+    the most seen). Only the time depends on it, not the results."""
+
+    def __init__(self, max_iter: int, n: int, active: bool):
+        self.max_iter, self.n, self.active = max_iter, n, active
+        self.seen = np.zeros(max_iter + 1, np.int64)  # problems per iteration count
+        self.calls = 0
+
+    def stop(self):
+        self.active = False
+
+    def current(self, size: int) -> int:
+        """The limit of the next chunk of ``size`` problems (``max_iter``: none)."""
+        self.calls += 1
+        total = int(self.seen.sum())
+        if (not self.active or size <= 1 or total == 0
+                or (self.calls - 1) % LIMIT_SAMPLE_EVERY == 0):
+            return self.max_iter
+        top = int(np.flatnonzero(self.seen)[-1])
+        levels = np.arange(1, top + 1)
+        over = (total - np.cumsum(self.seen))[1:top + 1] / total  # share above L
+        cost = self.n * levels + np.ceil(over * self.n / size) * size * top
+        best = int(levels[np.argmin(cost)])
+        return self.max_iter if best >= top else best
+
+    def observe(self, iterations, limit: int) -> None:
+        """The iterations of a chunk that ran under ``limit``."""
+        if self.active and limit >= self.max_iter:
+            self.seen += np.bincount(np.minimum(iterations, self.max_iter),
+                                     minlength=self.max_iter + 1)
 
 
 def pad_one(p: Problem) -> Problem:
@@ -803,8 +906,11 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
       later call's plan will.
     """
     config = _method_config(method, config, caps)
-    problems = [check_problem(q, f"problems[{i}]") for i, q in enumerate(
-        as_list(problems, "problems", what="a list of problems (Problem)"))]
+    problems = as_list(problems, "problems", what="a list of problems (Problem)")
+    for i, q in enumerate(problems):
+        as_instance(q, Problem, f"problems[{i}]")
+    bulk.build_all(problems)  # (the unbuilt ones together, not one by one)
+    problems = [check_problem(q, f"problems[{i}]") for i, q in enumerate(problems)]
     if not problems:
         raise LibraInputError("problems = []: give at least one problem to warm up for.")
     n = len(problems)
@@ -890,6 +996,34 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
     return res
 
 
+def _groups(problems: list[Problem]) -> tuple[list[Problem], np.ndarray]:
+    """The stacked groups of one size each that `solve_batch` solves, and the input index
+    of each of their rows in order. Problems that `problem_from_arrays` left unbuilt are
+    built together (`bulk.build_all`) and their blocks taken as they are (the rows of each
+    block in the list, in order); the others are stacked by size (`problem_sizes`)."""
+    bulk.build_all(problems)
+    blocks: dict[int, tuple] = {}
+    by_size: dict[tuple, list[int]] = {}
+    for idx, q in enumerate(problems):
+        placed = block_row(q)
+        if placed is not None:
+            block, row = placed
+            entry = blocks.setdefault(id(block), (block, [], []))
+            entry[1].append(row)
+            entry[2].append(idx)
+        else:
+            by_size.setdefault(problem_sizes(q), []).append(idx)
+    groups, order = [], []
+    for block, rows, idxs in blocks.values():
+        whole = rows == list(range(block.lo.shape[0]))
+        groups.append(block if whole else take(block, np.asarray(rows)))
+        order += idxs
+    for idxs in by_size.values():
+        groups.append(stack([problems[i] for i in idxs]))
+        order += idxs
+    return groups, np.asarray(order, dtype=np.int64)
+
+
 @float64
 @timed
 def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
@@ -911,17 +1045,16 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
         raise LibraInputError(
             "problems: a Problem; expected a list of problems (one problem goes to solve, a "
             "stacked batch to solve_stacked).")
-    problems = [check_problem(q, f"problems[{i}]") for i, q in enumerate(
-        as_list(problems, "problems", what="a list of problems (Problem)"))]
+    problems = as_list(problems, "problems", what="a list of problems (Problem)")
+    for i, q in enumerate(problems):
+        as_instance(q, Problem, f"problems[{i}]")
+        if unbuilt(q) is None and block_row(q) is None:  # (an unbuilt one is one problem)
+            check_problem(q, f"problems[{i}]")
     n = len(problems)
     caps, dtype, chunk, devices = _check_options(caps, n, dtype, chunk, devices,
                                                  certify_on_host, float64_fallback)
-    by_size: dict[tuple, list[int]] = {}
-    for idx, q in enumerate(problems):
-        by_size.setdefault(problem_sizes(q), []).append(idx)
-    order = [i for idxs in by_size.values() for i in idxs]
+    groups, order = _groups(problems)
     caps = None if caps is None else np.asarray(caps, np.float64)[order]
-    groups = [stack([problems[i] for i in idxs]) for idxs in by_size.values()]
     _, res = _solve_groups(groups, caps, dtype=dtype, chunk=chunk, devices=devices,
                            certify_on_host=certify_on_host, config=config,
                            float64_fallback=float64_fallback, tier=_check_tier(tier),

@@ -95,6 +95,9 @@ class KernelOutput(NamedTuple):
     finite: jax.Array  # [] bool: every quantity stayed finite
     started_inside: jax.Array  # [] bool: the start was strictly feasible
     violation: jax.Array  # [] largest constraint violation (GB/s, unit-norm rows)
+    # [] bool: the loop stopped on its own (certified, at the precision's floor, no step, or
+    # given up), not at the iteration limit
+    done: jax.Array
 
 
 # ------------------------------------------------------------------------------------------
@@ -415,11 +418,15 @@ class _State(NamedTuple):
 
 
 def solve_perf(p: Problem, cap=None, cap_on=False,
-               config: IpmConfig = IpmConfig()) -> KernelOutput:
+               config: IpmConfig = IpmConfig(), limit=None) -> KernelOutput:
     """Minimum step time of one problem (optionally with network cost <= ``cap``).
 
     Pure and traceable: jit it, vmap it over problems (and caps). Nothing raises; the output
-    says whether the start was inside and whether everything stayed finite.
+    says whether the start was inside and whether everything stayed finite. ``limit`` (an
+    int32 array, traced) stops the loop after that many iterations if ``config.max_iter``
+    has not stopped it first; the iterations run are those of an unlimited run, so a
+    problem stopped at the limit (``done`` False) and solved again with a larger one gives
+    what one run with the larger limit gives.
     """
     dt = p.lo.dtype
     tiny = jnp.finfo(dt).tiny
@@ -659,7 +666,11 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
                   best_bw=bw0, best_step=jnp.where(sl0.inside, model.step_time_s(bw0, p),
                                                    jnp.inf),
                   stall=izero, it=izero, ridge=zero, done=~sl0.inside)
-    final = jax.lax.while_loop(lambda st: (st.it < config.max_iter) & ~st.done, step, init)
+    def going(st: _State):
+        on = (st.it < config.max_iter) & ~st.done
+        return on if limit is None else on & (st.it < limit)
+
+    final = jax.lax.while_loop(going, step, init)
     step_s = model.step_time_s(final.best_bw, p)
     viol = violation(final.best_bw, p, cap, cap_on)
     lam_pair, lam_row, lam_lin, nu = final.lb_mult
@@ -670,4 +681,4 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         # CPU reductions do not always propagate it)
         finite=(jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.best_bw))
                 & _inputs_finite(p)),
-        started_inside=sl0.inside, violation=viol)
+        started_inside=sl0.inside, violation=viol, done=final.done)

@@ -1,0 +1,131 @@
+"""Many problems built at once (issue 30).
+
+Building one problem (`problem.assemble`: phases merged, the closed form of its constraint
+fields, a finite step time checked) is ~100 numpy calls on arrays of a few entries: a few
+hundred microseconds of Python, more than solving it in a batch. `problem_from_arrays`
+therefore checks its arguments and returns a problem that surely builds
+(`quick_checks.surely_builds`) unbuilt; `build_all` builds the unbuilt problems of a list
+(`batch.solve_batch`, `warm_up`) together: phases merged and the closed form computed
+vectorised, one pass per group of one constraint form (D, total and mode, cost model,
+budget), stacked by size into blocks that the batch engine takes as they are
+(`problem.place`). Each problem's arrays equal, to the last bit, those of building it alone:
+the same operations in the same order on each row (a group of 8 or more dims, where numpy
+would sum a row in another order than the vectorised pass, is built problem by problem).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from libra_jax.model import problem as P
+from libra_jax.model.closed_form import closed_form
+from libra_jax.model.quick_checks import FINITE_BOUND
+from libra_jax.types import LibraInputError
+
+
+def build_all(problems) -> None:
+    """Builds together the unbuilt problems of ``problems`` that no block holds yet (see the
+    module docstring), placing each in its block. A problem whose building raises (which
+    `surely_builds` rules out) raises here, named by its index in ``problems``."""
+    groups: dict[tuple, list[int]] = {}
+    for i, p in enumerate(problems):
+        x = P.unbuilt(p) if isinstance(p, P.Problem) else None
+        if x is not None:
+            key = (len(x.lo), x.total is None, x.mode, x.has_cost, x.budget is None)
+            groups.setdefault(key, []).append(i)
+    for idx in groups.values():
+        _build_group(problems, idx)
+
+
+def _merge_many(traffic: list, weight: list, d: int):
+    """`problem.merge_weighted_phases` of many problems at once (their phases concatenated):
+    the merged rows [M, D] and weights [M] sorted by problem then first appearance, and the
+    number of merged phases of each problem. A stable sort by (problem, traffic) puts each
+    problem's identical rows together in input order, so each merged weight is the sum of
+    the same numbers in the same order as for the problem alone."""
+    counts = np.fromiter((len(w) for w in weight), np.int64, len(weight))
+    t = np.concatenate(traffic) if traffic else np.zeros((0, d))
+    w = np.concatenate(weight) if weight else np.zeros(0)
+    owner = np.repeat(np.arange(len(weight)), counts)
+    keep = (w > 0) & (t > 0).any(axis=1)
+    t, w, owner = t[keep], w[keep], owner[keep]
+    order = np.lexsort(tuple(t.T[::-1]) + (owner,))
+    ordered, own = t[order], owner[order]
+    new = np.empty(order.size, bool)
+    new[:1] = True
+    np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])
+    new[1:] |= own[1:] != own[:-1]
+    group = np.cumsum(new) - 1
+    sums = np.bincount(group, weights=w[order], minlength=int(new.sum()))
+    first = order[new]  # each merged row's first appearance (positions are by problem)
+    by_appearance = np.argsort(first, kind="stable")
+    rows_owner = owner[first[by_appearance]]
+    merged_counts = np.bincount(rows_owner, minlength=len(weight))
+    return t[first[by_appearance]], sums[by_appearance], merged_counts
+
+
+def _build_group(problems, idx: list[int]) -> None:
+    """`build_all` for the problems ``idx`` of one constraint form."""
+    xs = [P.unbuilt(problems[i]) for i in idx]
+    x0 = xs[0]
+    d = len(x0.lo)
+    if d >= 8:  # numpy sums 8 or more entries of a row pairwise: built one by one
+        for i in idx:
+            try:
+                P.materialise(problems[i])
+            except LibraInputError as e:
+                raise LibraInputError(f"problems[{i}]: {e}") from None
+        return
+    nb = len(idx)
+    traffic, weight, counts = _merge_many([x.traffic for x in xs], [x.weight for x in xs], d)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    used = np.zeros((nb, d), bool)
+    if traffic.shape[0]:
+        np.logical_or.at(used, np.repeat(np.arange(nb), counts), traffic > 0)
+    lo = np.array([x.lo for x in xs], np.float64)
+    hi = np.array([x.hi for x in xs], np.float64)
+    total = None if x0.total is None else np.array([x.total for x in xs])
+    rates = np.array([x.rates for x in xs], np.float64) if x0.has_cost else None
+    budget = None if x0.budget is None else np.array([x.budget for x in xs])
+    fields, ok = closed_form(lo, hi, total, x0.mode == "eq", rates, budget, used)
+    compute = np.array([x.compute for x in xs])
+    unsafe = _unsafe(fields, traffic, weight, counts, compute, x0.has_cost)
+    # Problems the closed form leaves to the LP path, or whose step time or cost is not
+    # far below overflow: built alone (which raises, naming the problem, where it must).
+    for b in np.flatnonzero(~ok | unsafe):
+        built = _one(problems, idx[b], xs[b])
+        for name, value in fields.items():
+            value[b] = getattr(built, name)
+    for k in np.unique(counts):
+        rows = np.flatnonzero(counts == k)
+        phase = starts[rows][:, None] + np.arange(k)
+        block = P.Problem(traffic_gb=traffic[phase].reshape(len(rows), k, d),
+                          weight=weight[phase].reshape(len(rows), k),
+                          compute_s=compute[rows],
+                          **{name: value[rows] for name, value in fields.items()},
+                          **P.no_rows((len(rows),), d), has_cost=x0.has_cost)
+        for j, r in enumerate(rows):
+            P.place(problems[idx[r]], block, j)
+
+
+def _one(problems, i: int, x: P.Inputs) -> P.Problem:
+    """Problem ``i`` built alone (`problem.assemble`), its error named by its index."""
+    try:
+        return P.assemble(P.with_arrays(x))
+    except LibraInputError as e:
+        raise LibraInputError(f"problems[{i}]: {e}") from None
+
+
+def _unsafe(fields, traffic, weight, counts, compute, has_cost) -> np.ndarray:
+    """[B] problems of a group whose step time at the interior point or cost at ``upper``
+    (`problem._check_finite_result`) a few vectorised reductions cannot bound far below
+    overflow (`FINITE_BOUND`)."""
+    x, upper = fields["interior"], fields["upper"]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        load = np.zeros(len(counts))
+        if traffic.shape[0]:
+            owner = np.repeat(np.arange(len(counts)), counts)
+            np.add.at(load, owner, weight * traffic.max(axis=1))
+        step = (compute + load / x.min(axis=1)) * 1e9
+        cost = (fields["cost_rate"] * upper).sum(axis=1) if has_cost else 1.0
+        return ~((step < FINITE_BOUND) & (cost < FINITE_BOUND) & (step * cost < FINITE_BOUND))
