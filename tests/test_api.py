@@ -172,7 +172,7 @@ def test_public_api_is_float64_without_the_callers_x64_switch():
     assert out["status"] == "ok" and out["gap"] <= 1e-6 and out["dtype"] == "float64"
     # The same numbers to the last bits: the two processes may run the problem in different
     # programs (the engine merges buckets and picks chunk sizes and a compile tier from what
-    # each process compiled before, README "Compilation cache and clocks"), which round the
+    # each process compiled before, docs/solver.md "Shapes and compilations"), which round the
     # last bit differently (measured 1.2e-16); float32 would differ at 1e-7.
     assert out["step"] == pytest.approx(here.step_time_ns, rel=1e-12)
     assert out["batch_step"] == pytest.approx(here.step_time_ns, rel=1e-12)

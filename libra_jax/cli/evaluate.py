@@ -8,7 +8,7 @@ step-time model (``model``, ``schedule``, ``training_loop``, ``network.latency_n
 time goes: a per-collective, per-dimension breakdown (bandwidth, latency, local reduction,
 pipeline fill/drain). This is also how to check the model against one's own measurements.
 
-Prints a table and writes ``result.json`` (README "Evaluate a design"); logs the status
+Prints a table and writes ``result.json`` (docs/guide/evaluate.md); logs the status
 (``<run dir>/evaluate.log``); bad input logs one ``error:`` paragraph and exits non-zero, as
 ``libra-train`` does. :func:`main` returns the design's objective value (step time in ns, or
 step time x network cost in ns*$ for ``objective=perf_per_cost``), so a sweeper plugin can

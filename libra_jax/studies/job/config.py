@@ -120,7 +120,7 @@ class ConstraintsConfig:
 
 @dataclasses.dataclass
 class SolverConfig:
-    """Which optimiser runs (see README "How the solver works")."""
+    """Which optimiser runs (docs/solver.md)."""
 
     method: SolverMethod = SolverMethod.ipm
 
