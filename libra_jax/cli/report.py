@@ -5,7 +5,7 @@ tables are in :mod:`libra_jax.cli.tables`.
 Host-side only (plain Python floats); nothing here touches JAX. Units: bandwidth GB/s per NPU
 per dimension, time ns, cost $, time x cost ns*$.
 
-``result.json`` (see README.md, "result.json") has exactly the keys of :data:`RESULT_KEYS`;
+``result.json`` (docs/reference/outputs.md) has exactly the keys of :data:`RESULT_KEYS`;
 a run that failed on bad input writes the same keys, all null except ``status`` ("error") and
 ``objective`` where known, plus ``error`` (the message).
 """
