@@ -167,6 +167,50 @@ def test_another_batch_size_compiles_nothing(mixed):
     assert sub.status == ref.status[:137]
 
 
+def _plan_buckets_naive(counts, max_chunk, compiled=frozenset(), tiers=tuple(B.TIERS)):
+    """`B.plan_buckets` as it was before its merges were cached: every pair's merge costed
+    again at every step (the reference)."""
+    def best_target(join, n):
+        options = [join] + [shape for shape, _, _ in compiled
+                            if all(x >= y for x, y in zip(shape, join))]
+        return min(((B.program_plan(t, n, max_chunk, compiled, tiers)[0], t)
+                    for t in set(options)), key=lambda ct: (ct[0], ct[1]))
+
+    clusters = [[*best_target(shape, n), shape, n, [shape]]
+                for shape, n in sorted(counts.items())]
+    while len(clusters) > 1:
+        best = None
+        for a in range(len(clusters)):
+            for b in range(a + 1, len(clusters)):
+                ca, cb = clusters[a], clusters[b]
+                join, n = B._join(ca[2], cb[2]), ca[3] + cb[3]
+                c, t = best_target(join, n)
+                saving = ca[0] + cb[0] - c
+                if saving > 0 and (best is None or saving > best[0]):
+                    best = (saving, a, b, [c, t, join, n, ca[4] + cb[4]])
+        if best is None:
+            break
+        _, a, b, merged = best
+        clusters = [c for i, c in enumerate(clusters) if i not in (a, b)] + [merged]
+    return {shape: c[1] for c in clusters for shape in c[4]}
+
+
+def test_plan_buckets_equals_the_plan_without_cached_merges():
+    rng = np.random.default_rng(9)
+    sizes = [4, 6, 8, 12, 16, 24]
+    for case in range(12):
+        counts = {}
+        for _ in range(int(rng.integers(2, 30))):
+            shape = (int(rng.choice(sizes[:3])), int(rng.choice(sizes)), int(rng.integers(0, 3)),
+                     int(rng.integers(0, 2)), 0, 0)
+            counts[shape] = int(10 ** rng.uniform(0, 4.5))
+        compiled = frozenset() if case % 3 else frozenset(
+            {(max(counts), 256, "full"), ((8, 24, 2, 1, 0, 0), 16, "quick")})
+        for max_chunk in (256, 1024):
+            assert B.plan_buckets(counts, max_chunk, compiled) == _plan_buckets_naive(
+                counts, max_chunk, compiled), (case, max_chunk)
+
+
 def test_chunk_plan_covers_every_size_with_ladder_sizes():
     for n in [2, 15, 16, 17, 200, 1000, 1024, 1025, 12345]:
         plan = B.chunk_plan(n, 1024)

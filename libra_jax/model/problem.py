@@ -627,14 +627,13 @@ def _quick_inputs(traffic_gb, weight, compute_s, cost_rates, spec: ConstraintSpe
     (`quick_checks.surely_builds` reads them; `with_arrays` makes them arrays)."""
     if not quick_checks.spec_ok(spec, field_prefix):
         return None
-    traffic, weight = quick_checks.numbers(traffic_gb), quick_checks.numbers(weight)
+    traffic = quick_checks.in_range(traffic_gb, MAX_TRAFFIC_GB)
+    weight = quick_checks.in_range(weight, None)
     if (traffic is None or weight is None or traffic.ndim != 2
             or weight.shape != traffic.shape[:1]):
         return None
     d = traffic.shape[1]
-    if (d == 0 or d > LIMITS.max_dims
-            or not quick_checks.finite_range(traffic, MAX_TRAFFIC_GB)
-            or not quick_checks.finite_range(weight, None)):
+    if d == 0 or d > LIMITS.max_dims:
         return None
     compute = quick_checks.real(compute_s, 0.0, MAX_COMPUTE_S)
     if compute is None:
@@ -642,9 +641,8 @@ def _quick_inputs(traffic_gb, weight, compute_s, cost_rates, spec: ConstraintSpe
     has_cost = cost_rates is not None
     rates = [0.0] * d
     if has_cost:
-        given = quick_checks.numbers(cost_rates)
-        if (given is None or given.shape != (d,)
-                or not quick_checks.finite_range(given, MAX_RATE_USD_PER_GBPS)):
+        given = quick_checks.in_range(cost_rates, MAX_RATE_USD_PER_GBPS)
+        if given is None or given.shape != (d,):
             return None
         rates = given.tolist()
     lo = quick_checks.bound_list(spec.lower_gbps, d, upper=False)

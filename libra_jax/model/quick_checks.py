@@ -75,6 +75,27 @@ def finite_range(x: np.ndarray, hi: float | None) -> bool:
     return bool(x.min() >= 0) and bool(top <= hi if hi is not None else top < math.inf)
 
 
+def in_range(value, hi: float | None) -> np.ndarray | None:
+    """`numbers` of ``value`` if every entry is in [0, hi] (finite without ``hi``), else
+    None. A list (or list of lists) of Python floats is checked in Python, faster than numpy
+    for a few dozen entries (a NaN makes the sum NaN; a sum that overflows declines)."""
+    if type(value) in (list, tuple) and value:
+        kinds = set(map(type, value))
+        flat = value if kinds == {float} else (
+            list(itertools.chain.from_iterable(value)) if kinds <= {list, tuple} else None)
+        if flat and (flat is value or set(map(type, flat)) == {float}):
+            total, top = sum(flat), max(flat)
+            if not (min(flat) >= 0.0 and total == total and total < math.inf
+                    and (hi is None or top <= hi)):
+                return None
+            try:
+                return np.array(value, np.float64)
+            except ValueError:  # (ragged)
+                return None
+    x = numbers(value)
+    return x if x is not None and finite_range(x, hi) else None
+
+
 def bound_list(values, n: int | None, upper: bool) -> list | None:
     """`problem._vector` of a spec's lower (``upper`` False: each in [0, max_gbps]) or upper
     bounds (each in (0, max_gbps] or +inf), as a list of floats: None gives 0 / +inf
@@ -144,70 +165,66 @@ def surely_builds(x) -> bool:
     d = len(lo)
     total, budget = x.total, x.budget
     width = [b - a for a, b in zip(lo, hi)]
-    if budget is not None and not any(rates):
+    min_width, sum_lo = min(width), sum(lo)
+    priced = budget is not None
+    if priced and not any(rates):
         return False  # (a budget of zero rates: the builders refuse its row)
-    # A bound U of every dim's largest feasible bandwidth, the scale of the tolerances.
+    least = sum([r * a for r, a in zip(rates, lo)]) if x.has_cost else 0.0
+    # A bound of every dim's largest feasible bandwidth, the scale of the tolerances.
     if total is not None:
         top = total
     else:
-        spare = None if budget is None else budget - sum(r * a for r, a in zip(rates, lo))
         top = 0.0
         for a, b, r in zip(lo, hi, rates):
             if b == math.inf:
-                if spare is None or r <= 0.0:
+                if not priced or r <= 0.0:
                     return False  # unbounded
-                b = a + spare / r
+                b = a + (budget - least) / r
             top = max(top, b)
     margin = MARGIN * max(1.0, top)
-    if min(width) <= 2.0 * margin:
+    if min_width <= 2.0 * margin:
         return False
-    s0 = 0.0 if total is None else total - sum(lo)
+    s0 = 0.0 if total is None else total - sum_lo
     if total is not None and s0 <= 2.0 * margin * d:
         return False
     eq = total is not None and x.mode == "eq"
     if eq and sum(width) - s0 <= 2.0 * margin * d:
         return False
-    norm_r = math.sqrt(sum(r * r for r in rates))
-    least = sum(r * a for r, a in zip(rates, lo))
-    if eq and budget is not None:  # the cheapest way to carry the excess
-        fill, left = [0.0] * d, s0
-        for i in sorted(range(d), key=rates.__getitem__):
-            fill[i] = min(width[i], left)
-            left -= fill[i]
-        least += sum(r * y for r, y in zip(rates, fill))
-    c0 = 0.0 if budget is None else budget - least
-    if budget is not None and c0 <= 2.0 * margin * d * norm_r:
-        return False
+    c0 = norm_r = 0.0
+    if priced:
+        norm_r = math.sqrt(sum([r * r for r in rates]))
+        if eq:  # the cheapest way to carry the excess
+            left = s0
+            for i in sorted(range(d), key=rates.__getitem__):
+                put = min(width[i], left)
+                least += rates[i] * put
+                left -= put
+        c0 = budget - least
+        if c0 <= 2.0 * margin * d * norm_r:
+            return False
     if not eq:
-        t = min(width) / 2.0
+        slack = min_width / 2.0  # (of the point lo + t, t this or less)
         if total is not None:
-            t = min(t, s0 / (2.0 * d))
-        if budget is not None and sum(rates) > 0.0:
-            t = min(t, c0 / (2.0 * sum(rates)))
-        slack = t
-        if total is not None:
-            slack = min(slack, s0 / (2.0 * math.sqrt(d)))
-        if budget is not None:
-            slack = min(slack, c0 / (2.0 * norm_r))
+            slack = min(slack, s0 / (2.0 * d), s0 / (2.0 * math.sqrt(d)))
+        if priced:
+            slack = min(slack, c0 / (2.0 * sum(rates)), c0 / (2.0 * norm_r))
     else:
         capped = [min(w, s0) for w in width]
-        room = sum(capped) - s0
+        spread = sum(capped)
+        room = spread - s0
         if room <= 0.0:
             return False
-        share = min(s0, room) / sum(capped)
-        slack = min(capped) * share  # of the point lo + s0 * capped / sum(capped)
-        if budget is not None:
-            cost_p = sum(r * (a + s0 * c / sum(capped)) for r, a, c in zip(rates, lo, capped))
+        slack = min(capped) * min(s0, room) / spread  # (of lo + s0 * capped / spread)
+        if priced:
+            cost_p = sum([r * (a + s0 * c / spread) for r, a, c in zip(rates, lo, capped)])
             over = cost_p - least
             theta = 1.0 if over <= c0 / 2.0 else c0 / (2.0 * over)
             slack = min(theta * slack, c0 / (2.0 * norm_r))
     slack = min(slack, 1.0)  # (the builders cap the interior's slack at max(1, max upper))
-    if slack <= margin:
+    if slack <= margin or x.traffic.shape[0] == 0:
         return False
     # The step time at the interior point, and the cost at the largest bandwidths.
-    if x.traffic.shape[0] == 0:
-        return False
     load = float(x.weight @ x.traffic.max(axis=1))
-    step = (x.compute + load / min(a + slack / 2.0 for a in lo)) * 1e9
+    step = (x.compute + load / (min(lo) + slack / 2.0)) * 1e9
     cost = sum(rates) * top if x.has_cost else 1.0
     return step < FINITE_BOUND and cost < FINITE_BOUND and step * cost < FINITE_BOUND

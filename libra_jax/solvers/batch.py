@@ -196,31 +196,40 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     optimised program, or reuses what is there while the padding costs less than a new
     program would."""
 
-    def best_target(join, n):
-        options = [join] + [shape for shape, _, _ in compiled
-                            if all(x >= y for x, y in zip(shape, join))]
-        return min(((program_plan(t, n, max_chunk, compiled, tiers)[0], t)
-                    for t in set(options)),
-                   key=lambda ct: (ct[0], ct[1]))
+    targets: dict[tuple, tuple] = {}  # (join, n) -> (cost, target), computed once each
 
-    clusters = []  # [cost, target, join, n, members]
+    def best_target(join, n):
+        if (join, n) not in targets:
+            options = [join] + [shape for shape, _, _ in compiled
+                                if all(x >= y for x, y in zip(shape, join))]
+            targets[join, n] = min(((program_plan(t, n, max_chunk, compiled, tiers)[0], t)
+                                    for t in set(options)), key=lambda ct: (ct[0], ct[1]))
+        return targets[join, n]
+
+    clusters = []  # [cost, target, join, n, members, id]
     for shape, n in sorted(counts.items()):
         c, t = best_target(shape, n)
-        clusters.append([c, t, shape, n, [shape]])
+        clusters.append([c, t, shape, n, [shape], len(clusters)])
+    merges: dict[tuple, tuple] = {}  # (id a, id b) -> (saving, merged cluster)
+    uid = len(clusters)
     while len(clusters) > 1:
         best = None
         for a in range(len(clusters)):
             for b in range(a + 1, len(clusters)):
                 ca, cb = clusters[a], clusters[b]
-                join, n = _join(ca[2], cb[2]), ca[3] + cb[3]
-                c, t = best_target(join, n)
-                saving = ca[0] + cb[0] - c
+                key = (ca[5], cb[5])
+                if key not in merges:
+                    join, n = _join(ca[2], cb[2]), ca[3] + cb[3]
+                    c, t = best_target(join, n)
+                    merges[key] = (ca[0] + cb[0] - c, [c, t, join, n, ca[4] + cb[4]])
+                saving, merged = merges[key]
                 if saving > 0 and (best is None or saving > best[0]):
-                    best = (saving, a, b, [c, t, join, n, ca[4] + cb[4]])
+                    best = (saving, a, b, merged)
         if best is None:
             break
         _, a, b, merged = best
-        clusters = [c for i, c in enumerate(clusters) if i not in (a, b)] + [merged]
+        uid += 1
+        clusters = [c for i, c in enumerate(clusters) if i not in (a, b)] + [merged + [uid]]
     return {shape: c[1] for c in clusters for shape in c[4]}
 
 
