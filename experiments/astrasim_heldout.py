@@ -27,8 +27,9 @@ Writes into ``--out`` (kept small, no ETs):
 
 Each run's directory ``<astra-ws>/runs_heldout/<case_id>/`` holds ``case.json``, ``network.yml``,
 ``system.json``, ``memory.json``, ``et/wl.<rank>.et``, ``cmd.sh`` (the exact generator and
-simulator commands) and ``sim.log``. ``network.yml`` / ``system.json`` are pure functions of the
-case dict (:func:`network_yaml`, :func:`system_json`), so ``cases.json`` alone reproduces a run.
+simulator commands), ``sim.log`` and ASTRA-sim's own ``log/`` (the simulator runs there).
+``network.yml`` / ``system.json`` are pure functions of the case dict (:func:`network_yaml`,
+:func:`system_json`), so ``cases.json`` alone reproduces a run.
 
 Result rows: ``rc`` is the simulator's exit status (124 = killed at ``--timeout``, default 60 s).
 A run where fewer NPUs than the machine has print ``finished`` (ASTRA-sim's event queue drained
@@ -48,7 +49,12 @@ all_to_all pair around an expert compute (EP group: its own set of dims); 1-6 la
 1-500 us (integer, log-uniform); ET comm sizes 64 KiB - 64 MiB (log-uniform, multiples of
 4 KiB); LIFO or FIFO; 1 or 2 queues per dim; ``max_inflight_comm`` 4 (85 %) or 1;
 ``local-mem-bw`` 1e6 (85 %) or 1600 GB/s. Always ``ring`` on every dim, ``localBWAware``,
-ascending dimension order, 1 active chunk per dim.
+ascending dimension order, 1 active chunk per dim. That is ``--kind random`` (the default);
+``--kind overlap_comm`` draws the communication-bound ``dp_overlap`` steps of issue 30 point 4
+instead (:func:`draw_case_overlap_comm`; ``draw_id`` c<seed>_<index>):
+
+    python experiments/astrasim_heldout.py --kind overlap_comm --cases 150 --seed 3 \
+        --out experiments/results/astrasim_heldout3 --runs-dir /work/astra_ws/runs_heldout3
 """
 from __future__ import annotations
 
@@ -210,6 +216,90 @@ def draw_case(seed: int, index: int) -> dict:
     return case
 
 
+# The kinds of issue 30 point 4: dp_overlap steps bound by their collectives (large TP
+# all-reduces, short backward computes) where TP and DP run at the same time on DISJOINT
+# dimensions (TP 0-1, DP 2-3 of a 4-D Switch / Ring mix), or TP all-reduces over all four
+# dimensions beside ZeRO (reduce-scatter, then all-gather) on dims 1-3 of a FullyConnected /
+# Ring mix; finite local-memory bandwidth, 200-1000 ns per hop, 1 or 8 chunks.
+KINDS = ("random", "overlap_comm")
+
+
+def draw_case_overlap_comm(seed: int, index: int) -> dict:
+    """One drawn case of kind ``overlap_comm``; ``draw_id`` = c<seed>_<index>.
+
+    4 dims of 2-4 NPUs (<= 128); ``disjoint`` (70 %): each dim Switch or Ring, TP = dims
+    {0, 1}, DP = dims {2, 3}, DP all_reduce (80 %) or ZeRO; ``zero_all`` (30 %): each dim
+    FullyConnected or Ring, TP = all four dims, DP = ZeRO on dims {1, 2, 3}. TP all_reduce
+    fwd / bwd 8-64 MiB; DP 8-128 MiB; 50-400 GB/s per dim; latency 200-1000 ns (one value or
+    one per dim); endpoint 1-10 ns; 1 or 8 chunks; local-mem-bw 1600 GB/s (75 %) or 1e6;
+    LIFO (75 %) / FIFO; 1 queue (75 %) or 2; max_inflight_comm 4; always dp_overlap;
+    2-5 layers; forward compute 20-400 us, backward computes 5-150 us (comm-bound)."""
+    rng = random.Random(seed * 1_000_003 + index + 7_777_777)
+    D = 4
+    variant = "disjoint" if rng.random() < 0.7 else "zero_all"
+    while True:
+        npd = [rng.randint(2, 4) for _ in range(D)]
+        if math.prod(npd) <= MAX_NPUS:
+            break
+    pool = ("Switch", "Ring") if variant == "disjoint" else ("FullyConnected", "Ring")
+    topo = [rng.choice(pool) for _ in range(D)]
+    bw = [int(round(_log_uniform(rng, 50, 400))) for _ in range(D)]
+    lat = ([rng.randint(200, 1000)] * D if rng.random() < 0.5
+           else [rng.randint(200, 1000) for _ in range(D)])
+    if variant == "disjoint":
+        tp_dims, dp_dims = [0, 1], [2, 3]
+        dp_kind = "all_reduce" if rng.random() < 0.8 else "zero"
+    else:
+        tp_dims, dp_dims = [0, 1, 2, 3], [1, 2, 3]
+        dp_kind = "zero"
+    g_dp = _group_size(npd, dp_dims)
+
+    def big(lo_mib, hi_mib, unit=4 * KIB):
+        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
+        return max(unit, int(round(s / unit)) * unit)
+
+    def us(lo, hi):
+        return int(round(_log_uniform(rng, lo, hi)))
+
+    layers = []
+    for _ in range(rng.randint(2, 5)):
+        ly = {"fwd_us": us(20, 400), "bwd_in_us": us(5, 150), "bwd_w_us": us(5, 150),
+              "tp_fwd": _coll("all_reduce", big(8, 64), "tp"),
+              "tp_bwd": _coll("all_reduce", big(8, 64), "tp")}
+        if dp_kind == "zero":
+            s = big(8, 128, unit=4 * KIB * g_dp)
+            ly["dp"] = [_coll("reduce_scatter", s, "dp"), _coll("all_gather", s // g_dp, "dp")]
+        else:
+            ly["dp"] = _coll("all_reduce", big(8, 128), "dp")
+        layers.append(ly)
+    return {
+        "draw_id": f"c{seed}_{index:04d}",
+        "group": "overlap_comm",
+        "network": "x".join(f"{SHORT_TOPO[t]}{n}" for t, n in zip(topo, npd)),
+        "topology": topo,
+        "npus_per_dim": npd,
+        "npus": math.prod(npd),
+        "bandwidth_GBps": bw,
+        "latency_ns": lat,
+        "endpoint_delay_ns": rng.randint(1, 10),
+        "chunks": rng.choice((1, 8)),
+        "impl_per_dim": ["ring"] * D,
+        "collective_optimization": "localBWAware",
+        "scheduling_policy": "LIFO" if rng.random() < 0.75 else "FIFO",
+        "active_chunks_per_dim": 1,
+        "queues_per_dim": 1 if rng.random() < 0.75 else 2,
+        "local_mem_bw_GBps": 1600.0 if rng.random() < 0.75 else 1e6,
+        "max_inflight_comm": 4,
+        "deps": "dp_overlap",
+        "groups": {"tp": {"dims": tp_dims}, "dp": {"dims": dp_dims}},
+        "layers": layers,
+        "note": f"kind=overlap_comm; variant={variant}; tp=all_reduce/all_reduce; dp={dp_kind}",
+    }
+
+
+DRAWERS = {"random": draw_case, "overlap_comm": draw_case_overlap_comm}
+
+
 def case_for_backend(case: dict, backend: str) -> dict:
     """The reference-schema dict of one run: case_id and backend first, as in cases.json."""
     out = {"case_id": f"{case['draw_id']}_{backend}"}
@@ -305,8 +395,9 @@ def simulate(case: dict, run_dir: str, ws: str, timeout: float) -> dict:
     env = dict(os.environ, ASTRASIM_MAX_INFLIGHT_COMM=str(case["max_inflight_comm"]))
     t0 = time.time()
     try:
+        # cwd: ASTRA-sim writes its spdlog files to ./log/ (kept in the run directory)
         p = subprocess.run(sim_command(ws, case, run_dir), capture_output=True, text=True,
-                           env=env, timeout=timeout)
+                           env=env, timeout=timeout, cwd=run_dir)
         out, err, rc = p.stdout, p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
         def _s(x):
@@ -334,14 +425,15 @@ def simulate(case: dict, run_dir: str, ws: str, timeout: float) -> dict:
 
 
 def run_all(seed: int, n_cases: int, out: str, ws: str, gen: str, timeout: float,
-            backends=BACKENDS, runs_dir: str | None = None, verbose: bool = True):
+            backends=BACKENDS, runs_dir: str | None = None, verbose: bool = True,
+            kind: str = "random"):
     runs_dir = runs_dir or os.path.join(ws, "runs_heldout")
     os.makedirs(out, exist_ok=True)
     os.makedirs(runs_dir, exist_ok=True)
     cases, rows = [], []
     t_start = time.time()
     for i in range(n_cases):
-        base = draw_case(seed, i)
+        base = DRAWERS[kind](seed, i)
         et_dir = None
         for backend in backends:
             case = case_for_backend(base, backend)
@@ -367,7 +459,7 @@ def run_all(seed: int, n_cases: int, out: str, ws: str, gen: str, timeout: float
         w.writeheader()
         w.writerows(rows)
     failed = [r for r in rows if r["error"]]
-    info = {"command": " ".join(shlex.quote(a) for a in sys.argv), "seed": seed,
+    info = {"command": " ".join(shlex.quote(a) for a in sys.argv), "seed": seed, "kind": kind,
             "cases_drawn": n_cases, "runs": len(rows), "failed_runs": len(failed),
             "failed_case_ids": [r["case_id"] for r in failed], "total_wall_s": round(total, 1),
             "sim_wall_s_sum": round(sum(float(r["wall_s"]) for r in rows), 1),
@@ -382,6 +474,10 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cases", type=int, default=200, help="drawn cases (x2 backends = runs)")
+    ap.add_argument("--kind", choices=KINDS, default="random",
+                    help="random: the general space (draw_case); overlap_comm: the "
+                         "communication-bound dp_overlap kinds of issue 30 point 4 "
+                         "(draw_case_overlap_comm)")
     ap.add_argument("--out", default="experiments/results/astrasim_heldout")
     ap.add_argument("--astra-ws", default="/work/astra_ws")
     ap.add_argument("--gen", default=os.path.join(REF, "gen_workload_et.py"),
@@ -396,7 +492,7 @@ def main(argv=None):
         if not os.access(exe, os.X_OK):
             sys.exit(f"no ASTRA-sim binary {exe} (build it as in {REF}/README.md section 1)")
     _, rows, info = run_all(a.seed, a.cases, os.path.abspath(a.out), ws, os.path.abspath(a.gen),
-                            a.timeout, runs_dir=a.runs_dir, verbose=not a.quiet)
+                            a.timeout, runs_dir=a.runs_dir, verbose=not a.quiet, kind=a.kind)
     print(f"{info['runs']} runs ({info['cases_drawn']} cases x {len(BACKENDS)} backends), "
           f"{info['failed_runs']} failed, {info['total_wall_s']} s wall "
           f"(simulator {info['sim_wall_s_sum']} s)")

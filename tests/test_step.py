@@ -25,6 +25,11 @@ SHARED = ROOT / "tests" / "fixtures" / "astrasim_workload"
 HELDOUT = ROOT / "experiments" / "results" / "astrasim_heldout"
 # a second draw (seed 2), made after the message-level link model was written: never tuned on
 HELDOUT2 = ROOT / "experiments" / "results" / "astrasim_heldout2"
+# issue 30 point 4: communication-bound dp_overlap steps (experiments/astrasim_heldout.py
+# --kind overlap_comm). The model was fixed on the seed-102 draws (_tuning); seed 3 was drawn
+# after the fix and never tuned on.
+HELDOUT3 = ROOT / "experiments" / "results" / "astrasim_heldout3"
+HELDOUT3_TUNING = ROOT / "experiments" / "results" / "astrasim_heldout3_tuning"
 AR, RS, AG, NONE = (Collective.ALLREDUCE, Collective.REDUCESCATTER, Collective.ALLGATHER,
                     Collective.NONE)
 
@@ -57,7 +62,9 @@ def _errors(data, ids=None):
 
 def test_the_78_shared_runs():
     """Issue 18's bar: every congestion-unaware case within 2%, every congestion-aware one
-    within 5%; the 8 pg_name cases are refused with the reason (measured: 0.81% / 0.79%)."""
+    within 5%; the 8 pg_name cases are refused with the reason. Measured: 0.07% / 0.07%
+    (0.81% / 0.79% before issue 30's issue order, both g3_Dov_dp_overlap: a collective held
+    back by the in-flight limit goes ahead of the waiting DP streams), pinned at 0.1%."""
     errs = _errors(SHARED)
     assert len(errs) == 78
     refused = {k: v for k, v in errs.items() if isinstance(v, str)}
@@ -67,6 +74,7 @@ def test_the_78_shared_runs():
         if isinstance(e, str):
             continue
         assert abs(e) <= (0.02 if backend == "unaware" else 0.05), (cid, backend, e)
+        assert abs(e) <= 1e-3, (cid, backend, e)
     # the contention cases are exact to a few 1e-4 (ticks, ASTRA-sim's integer message sizes)
     for cid in ("g8_Bov_pair_dp_overlap_unaware_k4_L0_q1", "g8_Bov_pair_dp_overlap_aware_k4_L0_q2",
                 "g8_Bov_pair_dp_overlap_unaware_k4_L0_q1_FIFO", "g2_C_dp_overlap_aware_k4_L0_stock"):
@@ -74,15 +82,17 @@ def test_the_78_shared_runs():
         assert abs(errs[(cid, backend)]) < 2e-4
 
 
-def _heldout_check(errs):
+def _heldout_check(errs, pin=None):
     """Issue 18's bar (each backend: >= 95% within 5%, none beyond 10%) and the measured
-    maxima as a regression pin (unaware 2.21%, aware 1.40% over both draws)."""
+    maxima as a regression pin (default: unaware 0.10%, aware 1.40% over the first two draws;
+    unaware 2.21% before issue 30's issue order)."""
+    pin = pin or {"unaware": 0.002, "aware": 0.015}
     for backend in ("unaware", "aware"):
         e = np.asarray([abs(v) for (c, b), v in errs.items() if b == backend
                         and not isinstance(v, str)])
         assert e.size and np.mean(e <= 0.05) >= 0.95, (backend, np.sort(e)[-5:])
         assert e.max() <= 0.10, (backend, np.sort(e)[-5:])
-        assert e.max() <= 0.025, (backend, np.sort(e)[-5:])
+        assert e.max() <= pin[backend], (backend, np.sort(e)[-5:])
 
 
 def test_heldout_runs_first_draws():
@@ -105,6 +115,117 @@ def test_heldout_runs_all():
     # the one draw ASTRA-sim itself could not finish (a deadlock, both backends) has no time
     assert sum(1 for (c, b) in errs if c.startswith("h2_0080")) == 2
     _heldout_check({k: v for k, v in errs.items() if not k[0].startswith("h2_0080")})
+
+
+# ASTRA-sim's own deadlocks in the overlap_comm sets (event queue drained, no NPU finished;
+# all ZeRO beside TP all-reduces on every dimension, 2 queues, 8 chunks): no reference time
+_DEADLOCKED3 = {("c3_0005", "aware"), ("c3_0051", "aware"), ("c3_0082", "unaware"),
+                ("c3_0096", "aware"), ("c3_0133", "unaware"), ("c3_0133", "aware")}
+# draws beyond 5% before issue 30's issue order: seed 3 (held out) -7.56%, -6.82%, -5.67%;
+# seed 102 (tuned on) -5.12%, -7.06%, -8.43%, -10.34% (both backends alike, no Switch)
+_LOW_BEFORE3 = ("c3_0050", "c3_0149", "c3_0135", "c102_0001", "c102_0002", "c102_0033",
+                "c102_0063")
+_PIN3 = {"unaware": 0.001, "aware": 0.001}  # measured 0.05% / 0.06% (held out), 0.04% (tuned)
+
+
+def _check_overlap_comm(errs):
+    failed = {(c.rsplit("_", 1)[0], b) for (c, b), v in errs.items()
+              if isinstance(v, str) and v.startswith("ASTRA-sim")}
+    assert failed <= _DEADLOCKED3, failed - _DEADLOCKED3
+    assert not any(isinstance(v, str) for (c, b), v in errs.items()
+                   if (c.rsplit("_", 1)[0], b) not in failed), errs  # nothing refused
+    _heldout_check({k: v for k, v in errs.items() if not isinstance(v, str)}, _PIN3)
+
+
+def test_heldout_overlap_comm_first_draws():
+    """Issue 30 point 4: dp_overlap steps bound by their collectives (large TP all-reduces,
+    short backward computes): TP on dims {0, 1} and DP on {2, 3} of a Switch / Ring mix, or
+    TP over all four dims beside ZeRO on {1, 2, 3} of a FullyConnected / Ring mix; 1 or 8
+    chunks, 200-1000 ns per hop, local memory 1600 GB/s in 3 of 4. The first 25 draws of the
+    held-out set and the seven draws the model had 5-10% low (each backend)."""
+    ids = {f"c3_{i:04d}_{b}" for i in range(25) for b in ("unaware", "aware")}
+    ids |= {f"{d}_{b}" for d in _LOW_BEFORE3 for b in ("unaware", "aware")}
+    errs = _errors(HELDOUT3, ids)
+    errs.update(_errors(HELDOUT3_TUNING, ids))
+    assert len(errs) == 64
+    _check_overlap_comm(errs)
+
+
+@pytest.mark.slow
+def test_heldout_overlap_comm_all():
+    errs = _errors(HELDOUT3)
+    assert len(errs) == 300
+    _check_overlap_comm(errs)
+    errs = _errors(HELDOUT3_TUNING)
+    assert len(errs) == 300
+    _check_overlap_comm(errs)
+
+
+def _hand_case(kind: str, policy: str) -> dict:
+    """One Ring(4) dimension at 100 GB/s (GiB in the YAML), 1 chunk, no latency, endpoint
+    1 ns, local memory 1e6 GB/s, dp_overlap; written as an ASTRA-sim case (experiments/
+    astrasim_workload.py reads it as the held-out runs)."""
+    mib = 2**20
+    case = {"case_id": f"hand_{kind}_{policy}", "topology": ["Ring"], "npus_per_dim": [4],
+            "npus": 4, "bandwidth_GBps": [100], "latency_ns": [0], "endpoint_delay_ns": 1,
+            "chunks": 1, "backend": "unaware", "scheduling_policy": policy,
+            "queues_per_dim": 1, "local_mem_bw_GBps": 1e6, "max_inflight_comm": 4,
+            "deps": "dp_overlap", "groups": {"tp": {"dims": [0]}, "dp": {"dims": [0]}}}
+
+    def coll(kind, size, group):
+        return {"coll": kind, "bytes": size, "group": group}
+
+    tp_last = {"fwd_us": 1, "bwd_in_us": 1, "bwd_w_us": 10}  # layer 1: backward last
+    if kind == "zero":
+        case["layers"] = [
+            dict(tp_last, tp_bwd=coll("all_reduce", 8 * mib, "tp")),
+            {"fwd_us": 1, "bwd_in_us": 1, "bwd_w_us": 1,
+             "dp": [coll("reduce_scatter", 8 * mib, "dp"), coll("all_gather", 2 * mib, "dp")]}]
+    else:
+        case["max_inflight_comm"] = 2
+        case["layers"] = [dict(tp_last, tp_bwd=coll("all_reduce", 4 * mib, "tp"))] + [
+            {"fwd_us": 1, "bwd_in_us": 1, "bwd_w_us": 1, "dp": coll("all_reduce", 8 * mib, "dp")}
+            for _ in range(2)]
+    return case
+
+
+@pytest.mark.parametrize("kind", ["zero", "inflight"])
+def test_collective_issued_at_a_collective_end_goes_first(kind):
+    """Issue 30 point 4: when a collective ends, ASTRA-sim tells the workload before its last
+    stream leaves its queue, so what that frees is issued first: a LIFO (newer, higher
+    priority) collective issued then goes ahead of the streams already waiting there.
+
+    ``zero``: the DP reduce-scatter (RS, issued at 4 us) runs; the TP all-reduce (AR, ready at
+    5 us) waits on the same queue; the RS's end frees the ZeRO all-gather (AG), which goes
+    first under LIFO; the step is 4 us + RS + AG + AR + W1 (10 us), where handing the queue
+    to the AR first (FIFO) gives 4 us + RS + AR + max(W1, AG): 4% less.
+    ``inflight``: two DP all-reduces (D, issued at 5 and 7 us, 2 in flight at most); the TP
+    AR is ready at 8 us but held back by the limit until the first D ends, then goes ahead of
+    the second one: 5 us + D + AR + max(W1, D) under LIFO, 5 us + 2 D + AR + W1 under FIFO.
+    Times per stage: n-1 ring steps per pass of m = stage bytes / steps each, m / bw + 1 ns,
+    plus 3 m / 1e6 on the reducing steps. ASTRA-sim's ticks (c459ab6, both local patches; it
+    truncates each reduction to whole ns): zero 248,423 / 238,423 ns, inflight 298,028 /
+    308,028 ns (LIFO / FIFO)."""
+    exp = _experiment()
+    gib = 100 * 2**30 / 1e9  # bytes per ns
+    mib = 2**20
+
+    def stage(nbytes, steps, reducing):
+        m = nbytes / steps
+        return steps * (m / gib + 1.0) + reducing * 3 * m / 1e6
+
+    rs, ag = stage(6 * mib, 3, 3), stage(6 * mib, 3, 0)  # 8 MiB RS / AG of a 2 MiB shard
+    ar8, ar4 = stage(12 * mib, 6, 3), stage(6 * mib, 6, 3)
+    want = {("zero", "LIFO"): 4e3 + rs + ag + ar8 + 1e4,
+            ("zero", "FIFO"): 4e3 + rs + ar8 + max(1e4, ag),
+            ("inflight", "LIFO"): 5e3 + ar8 + ar4 + max(1e4, ar8),
+            ("inflight", "FIFO"): 5e3 + 2 * ar8 + ar4 + 1e4}
+    astra = {("zero", "LIFO"): 248423, ("zero", "FIFO"): 238423,
+             ("inflight", "LIFO"): 298028, ("inflight", "FIFO"): 308028}
+    for policy in ("LIFO", "FIFO"):
+        ours = exp.predict_ns(_hand_case(kind, policy))
+        assert ours == pytest.approx(want[(kind, policy)], rel=1e-12)
+        assert ours == pytest.approx(astra[(kind, policy)], rel=3e-5)
 
 
 def test_chunk_split_as_astrasim():

@@ -15,7 +15,11 @@ discrete-event replay of the simulator's system layer (``docs/step_simulation.md
   first half of a dimension's queues and its all-gather stages back down the second half;
   the other collectives take the queues round robin (``QueueLevelHandler``). At most
   ``max_inflight_collectives`` collectives are in flight (stock ASTRA-sim: 1); a ready
-  collective beyond it waits, and ready nodes are issued lowest id first.
+  collective beyond it waits, and ready nodes are issued lowest id first. A collective's
+  end is reported while its last stream still holds its queue, so what the end frees (a
+  ZeRO all-gather, a collective held back by the in-flight limit) is issued before that
+  queue is handed over: under LIFO it goes ahead of the streams waiting there
+  (``docs/step_simulation.md`` section 6).
 * The link model (``network_backend``): ``unaware`` times a stage as ``bytes / bw +
   fixed`` whatever else runs; ``aware`` (ASTRA-sim's congestion-aware backend) replays
   every ring message link by link: a stage of ``steps`` messages sends one, waits for it to
@@ -471,7 +475,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     continue
             else:
                 key = what[1]
-            s = running.pop(key)
+            s = running[key]  # the stage ends, but the stream holds its queue until ...
             s.left = 1.0
             s.pos += 1
             if s.pos < len(s.stages):
@@ -479,7 +483,14 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             else:
                 streams_left[s.node] -= 1
                 if streams_left[s.node] == 0:
+                    # ... the collective's end has been reported: ASTRA-sim's DataSet tells
+                    # the workload while the last stream still sits first in its queue
+                    # (Sys::proceed_to_next_vnet_baseline), and the workload issues what that
+                    # frees at once. A collective issued now is queued behind the finishing
+                    # stream only, so under LIFO it goes ahead of every stream waiting there.
                     finish(s.node)
+                    issue_ready()
+            del running[key]
             try_start(*key)
         issue_ready()
     return StepTiming(float(np.nanmax(end)) if n else 0.0, start, end, busy)
