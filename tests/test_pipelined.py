@@ -13,6 +13,7 @@ import pytest
 
 from libra_jax.model import collectives
 from libra_jax.model import pipelined as pl
+from libra_jax.model.pipelined_schedules import list_schedule_ns
 from libra_jax.types import Block, Collective, LibraInputError
 
 # A copy of ../shared/reference/astrasim/microbench.csv (66 ASTRA-sim runs; see the README
@@ -201,7 +202,7 @@ def test_hand_fifo_idles_and_pieces_bound():
 def test_list_schedule_direct():
     # The [7.5, 8.75, 7.5]/k all-reduce of docs/pipelined_model.md (k=4, times in us).
     dims = np.array([0, 1, 0])
-    t = pl._list_schedule_ns(dims, jnp.array([1.875, 2.1875, 1.875]), jnp.ones(3, bool), 4)
+    t = list_schedule_ns(dims, jnp.array([1.875, 2.1875, 1.875]), jnp.ones(3, bool), 4)
     assert float(t) == pytest.approx(15.0)
 
 
