@@ -55,6 +55,14 @@ instead (:func:`draw_case_overlap_comm`; ``draw_id`` c<seed>_<index>):
 
     python experiments/astrasim_heldout.py --kind overlap_comm --cases 150 --seed 3 \
         --out experiments/results/astrasim_heldout3 --runs-dir /work/astra_ws/runs_heldout3
+
+``--kind disjoint_comm`` takes that issue's disjoint-dims words more literally
+(:func:`draw_case_disjoint_comm`; ``draw_id`` d<seed>_<index>): Switch dims of 4-8 NPUs, TP
+all-reduces 16-64 MiB on dims {0, 1}, computes 1-50 us, 3-8 layers, both queue policies,
+1 or 2 queues, in-flight limit 4 or 1, local memory 1600 GB/s:
+
+    python experiments/astrasim_heldout.py --kind disjoint_comm --cases 150 --seed 4 \
+        --out experiments/results/astrasim_heldout4 --runs-dir /work/astra_ws/runs_heldout4
 """
 from __future__ import annotations
 
@@ -221,7 +229,7 @@ def draw_case(seed: int, index: int) -> dict:
 # dimensions (TP 0-1, DP 2-3 of a 4-D Switch / Ring mix), or TP all-reduces over all four
 # dimensions beside ZeRO (reduce-scatter, then all-gather) on dims 1-3 of a FullyConnected /
 # Ring mix; finite local-memory bandwidth, 200-1000 ns per hop, 1 or 8 chunks.
-KINDS = ("random", "overlap_comm")
+KINDS = ("random", "overlap_comm", "disjoint_comm")
 
 
 def draw_case_overlap_comm(seed: int, index: int) -> dict:
@@ -297,7 +305,74 @@ def draw_case_overlap_comm(seed: int, index: int) -> dict:
     }
 
 
-DRAWERS = {"random": draw_case, "overlap_comm": draw_case_overlap_comm}
+def draw_case_disjoint_comm(seed: int, index: int) -> dict:
+    """One drawn case of kind ``disjoint_comm``; ``draw_id`` d<seed>_<index>.
+
+    Issue 30 point 4's disjoint-dims words taken closer than ``overlap_comm`` does: 4 dims,
+    each Switch (4-8 NPUs) or Ring (2-4 NPUs), <= 128 NPUs; TP = dims {0, 1}, DP = dims {2, 3};
+    TP all_reduce fwd / bwd 16-64 MiB, DP all_reduce (80 %) or ZeRO 8-128 MiB; forward and
+    backward computes 1-50 us (communication-bound); 3-8 layers; 1 or 8 chunks; latency
+    200-1000 ns; local-mem-bw 1600 GB/s; LIFO / FIFO; 1 or 2 queues per dim;
+    max_inflight_comm 4 or 1; 50-400 GB/s per dim; always dp_overlap."""
+    rng = random.Random(seed * 1_000_003 + index + 9_999_991)
+    D = 4
+    while True:
+        topo = [rng.choice(("Switch", "Ring")) for _ in range(D)]
+        npd = [rng.randint(4, 8) if t == "Switch" else rng.randint(2, 4) for t in topo]
+        if math.prod(npd) <= MAX_NPUS:
+            break
+    bw = [int(round(_log_uniform(rng, 50, 400))) for _ in range(D)]
+    lat = ([rng.randint(200, 1000)] * D if rng.random() < 0.5
+           else [rng.randint(200, 1000) for _ in range(D)])
+    tp_dims, dp_dims = [0, 1], [2, 3]
+    dp_kind = "all_reduce" if rng.random() < 0.8 else "zero"
+    g_dp = _group_size(npd, dp_dims)
+
+    def big(lo_mib, hi_mib, unit=4 * KIB):
+        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
+        return max(unit, int(round(s / unit)) * unit)
+
+    def us(lo, hi):
+        return int(round(_log_uniform(rng, lo, hi)))
+
+    layers = []
+    for _ in range(rng.randint(3, 8)):
+        ly = {"fwd_us": us(1, 50), "bwd_in_us": us(1, 50), "bwd_w_us": us(1, 50),
+              "tp_fwd": _coll("all_reduce", big(16, 64), "tp"),
+              "tp_bwd": _coll("all_reduce", big(16, 64), "tp")}
+        if dp_kind == "zero":
+            s = big(8, 128, unit=4 * KIB * g_dp)
+            ly["dp"] = [_coll("reduce_scatter", s, "dp"), _coll("all_gather", s // g_dp, "dp")]
+        else:
+            ly["dp"] = _coll("all_reduce", big(8, 128), "dp")
+        layers.append(ly)
+    return {
+        "draw_id": f"d{seed}_{index:04d}",
+        "group": "disjoint_comm",
+        "network": "x".join(f"{SHORT_TOPO[t]}{n}" for t, n in zip(topo, npd)),
+        "topology": topo,
+        "npus_per_dim": npd,
+        "npus": math.prod(npd),
+        "bandwidth_GBps": bw,
+        "latency_ns": lat,
+        "endpoint_delay_ns": rng.randint(1, 10),
+        "chunks": rng.choice((1, 8)),
+        "impl_per_dim": ["ring"] * D,
+        "collective_optimization": "localBWAware",
+        "scheduling_policy": rng.choice(("LIFO", "FIFO")),
+        "active_chunks_per_dim": 1,
+        "queues_per_dim": rng.choice((1, 2)),
+        "local_mem_bw_GBps": 1600.0,
+        "max_inflight_comm": rng.choice((4, 1)),
+        "deps": "dp_overlap",
+        "groups": {"tp": {"dims": tp_dims}, "dp": {"dims": dp_dims}},
+        "layers": layers,
+        "note": f"kind=disjoint_comm; tp=all_reduce/all_reduce; dp={dp_kind}",
+    }
+
+
+DRAWERS = {"random": draw_case, "overlap_comm": draw_case_overlap_comm,
+           "disjoint_comm": draw_case_disjoint_comm}
 
 
 def case_for_backend(case: dict, backend: str) -> dict:
@@ -477,7 +552,8 @@ def main(argv=None):
     ap.add_argument("--kind", choices=KINDS, default="random",
                     help="random: the general space (draw_case); overlap_comm: the "
                          "communication-bound dp_overlap kinds of issue 30 point 4 "
-                         "(draw_case_overlap_comm)")
+                         "(draw_case_overlap_comm); disjoint_comm: its disjoint-dims "
+                         "words taken literally (draw_case_disjoint_comm)")
     ap.add_argument("--out", default="experiments/results/astrasim_heldout")
     ap.add_argument("--astra-ws", default="/work/astra_ws")
     ap.add_argument("--gen", default=os.path.join(REF, "gen_workload_et.py"),
