@@ -13,12 +13,14 @@ imported before it starts, with ``LIBRA_JAX_CACHE_DIR`` pointing at a new, empty
   process;
 * api_big: the same in a fresh process for ``--big`` problems, then a second call with other
   values and another count (``--big`` + 1,234), "warm"; once built one by one (the list
-  API), once by the documented stacked path (`stacked_groups`, `solve_stacked`);
+  API: `problem_from_arrays` checks each problem and `solve_batch` builds them together),
+  once by the documented stacked path (`stacked_groups`, `solve_stacked`);
 * cli: ``python -m libra_jax.train conf=turing_nlg`` as a whole process, with an empty
   cache folder and again with the folder it filled, against ``python -c "import jax,
   hydra"``, alternating, ``--cli-repeats`` times each; the medians are compared;
 * loop: cvxpy + Clarabel over the same ``--n`` problems, one after another (the reference
-  solver a user would otherwise write), in this process.
+  solver a user would otherwise write), in this process (phase times bounded below by 0:
+  without it a phase that moves nothing left the problem unbounded, -inf).
 
 Each solve_batch result is checked: every status ``ok`` and, on the first ``--check``
 problems, within 1e-6 of the loop's optimum. Writes a markdown table to

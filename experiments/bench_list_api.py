@@ -1,7 +1,8 @@
 """The list API and the stacked path against a cvxpy + Clarabel loop, warm, building included,
 side by side in one run (issue 30, point 3).
 
-    python experiments/bench_list_api.py [--n 10000] [--rounds 5] [--loop 200] [--out FILE]
+    python experiments/bench_list_api.py [--n 10000] [--rounds 5] [--loop 200]
+        [--baseline DIR] [--out FILE]
 
 Two mixes of ``--n`` bounded problems:
 
@@ -26,15 +27,19 @@ The loop: cvxpy + Clarabel over the first ``--loop`` problems of the mix (for "v
 200 base problems, one of each), timed in this process; its rate (problems per second) is the
 reference each path's rate is divided by, as in bench_coldstart.py (a loop over all 10,000
 would take ~2 minutes and measure the same per-problem rate). The two paths' optima are
-compared with each other and, on the loop's problems, with cvxpy's. Writes a markdown table
-to experiments/results/bench_list_api.md (or --out).
+compared with each other and, on the loop's problems, with cvxpy's. ``--baseline DIR`` also
+measures an earlier version of the package (a folder holding its ``libra_jax``), the same
+way in a fresh process, between the loop's two runs: before and after side by side. Writes a
+markdown table to experiments/results/bench_list_api.md (or --out).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 import time
 
@@ -120,19 +125,19 @@ def build_list(raw: list[dict]) -> list:
 def run_path(how: str, raw: list[dict]) -> dict:
     """Builds and solves ``raw`` by the list API or the stacked path; seconds and optima in
     input order."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if how == "list":
         problems = build_list(raw)
     else:
         stacks, order = stacked_groups(raw)
     t1 = time.perf_counter()
     res = lj.solve_batch(problems) if how == "list" else lj.solve_stacked(stacks)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     step = np.asarray(res.step_time_ns, np.float64)
     if how != "list":
         step = step[np.argsort(order)]
-    return dict(build=t1 - t0, call=t2 - t1, total=t2 - t0, compile=res.compile_seconds,
-                ok=sum(s == "ok" for s in res.status), step=step)
+    return dict(build=t1 - t0, call=t2 - t1, total=t2 - t0, cpu=c2 - c0,
+                compile=res.compile_seconds, ok=sum(s == "ok" for s in res.status), step=step)
 
 
 def cvxpy_loop(raw: list[dict]) -> tuple[float, np.ndarray]:
@@ -168,6 +173,62 @@ def spread(values) -> str:
     return f"{np.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def measure(mix: str, n: int, rounds: int) -> dict:
+    """A first call of each path (it compiles), then ``rounds`` rounds of both, alternating,
+    each on other values."""
+    make = MIXES[mix]
+    first = {how: run_path(how, make(n, 1)) for how in ("list", "stacked")}
+    out = {"list": [], "stacked": []}
+    for r in range(rounds):
+        raw = make(n, 2 + r)
+        for how in (("list", "stacked") if r % 2 == 0 else ("stacked", "list")):
+            out[how].append(run_path(how, raw))
+    return dict(first=first, rounds=out)
+
+
+BASELINE = r"""
+import json, sys
+sys.path.insert(1, {exp!r})
+import libra_jax, bench_list_api as b
+assert libra_jax.__file__.startswith({lib!r}), libra_jax.__file__
+m = b.measure({mix!r}, {n}, {rounds})
+for x in [*m["first"].values(), *m["rounds"]["list"], *m["rounds"]["stacked"]]:
+    x["step"] = [float(v) for v in x["step"]]
+print("RESULT " + json.dumps(m))
+"""
+
+
+def baseline(lib: pathlib.Path, mix: str, n: int, rounds: int) -> dict:
+    """`measure` in a fresh process that imports ``libra_jax`` from ``lib`` (a folder holding
+    another version of the package, e.g. ``git archive <commit> libra_jax | tar -x -C
+    lib``)."""
+    code = BASELINE.format(exp=str(ROOT / "experiments"), lib=str(lib), mix=mix, n=n,
+                           rounds=rounds)
+    env = dict(os.environ, PYTHONPATH=str(lib))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-3000:])
+    line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def rows(mix: str, label: str, m: dict, n: int, loop_rate: float) -> list[str]:
+    out = []
+    for how in ("list", "stacked"):
+        runs, first = m["rounds"][how], m["first"][how]
+        rates = [n / x["total"] for x in runs]
+        out.append(
+            f"| {mix} | {how}{label} | {spread([x['build'] for x in runs])} | "
+            f"{spread([x['call'] for x in runs])} | {spread([x['total'] for x in runs])} | "
+            f"{spread([x['cpu'] for x in runs])} | "
+            f"{np.median(rates):,.0f} | {np.median(rates) / loop_rate:.0f}x "
+            f"({min(rates) / loop_rate:.0f}-{max(rates) / loop_rate:.0f}x) | "
+            f"{min(x['ok'] for x in runs)}/{n} | {first['total']:.2f} "
+            f"(compile {first['compile']:.2f}) |")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
@@ -175,48 +236,52 @@ def main(argv=None) -> int:
     ap.add_argument("--loop", type=int, default=200, help="problems of the cvxpy loop")
     ap.add_argument("--mix", choices=sorted(MIXES), action="append",
                     help="mixes to run (default: both)")
+    ap.add_argument("--baseline", type=pathlib.Path,
+                    help="also measure the libra_jax package in this folder (an earlier "
+                         "version), in a fresh process, between the loop's two runs")
     ap.add_argument("--out", type=pathlib.Path,
                     default=ROOT / "experiments" / "results" / "bench_list_api.md")
     args = ap.parse_args(argv)
+    command = " ".join(["python experiments/bench_list_api.py"] + (argv or sys.argv[1:]))
     lines = [f"# List API and stacked path vs a cvxpy + Clarabel loop ({platform.node()}, "
              f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, load "
              f"{os.getloadavg()[0]:.1f} at the start)", "",
-             f"`python experiments/bench_list_api.py --n {args.n} --rounds {args.rounds} "
-             f"--loop {args.loop}`: warm calls of {args.n:,} problems from raw inputs to "
+             f"`{command}`: warm calls of {args.n:,} problems from raw inputs to "
              "results, medians (and range) of the rounds; the loop's rate from its "
-             f"{args.loop} problems.", "",
-             "| mix | path | build s | solve s | total s | rate /s | vs loop | ok | first call s "
-             "|", "|---|---|---|---|---|---|---|---|---|"]
+             f"{args.loop} problems, the faster of a run before and one after the rounds.",
+             "",
+             "| mix | path | build s | solve s | total s | CPU s | rate /s | vs loop | ok | "
+             "first call s |", "|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for mix in args.mix or ["varied", "coldstart"]:
-        make = MIXES[mix]
-        first = {how: run_path(how, make(args.n, 1)) for how in ("list", "stacked")}
-        rounds = {"list": [], "stacked": []}
-        for r in range(args.rounds):
-            raw = make(args.n, 2 + r)
-            for how in (("list", "stacked") if r % 2 == 0 else ("stacked", "list")):
-                rounds[how].append(run_path(how, raw))
-        loop_raw = make(args.n, 2)[:args.loop]
-        loop_s, ref = cvxpy_loop(loop_raw)
+        loop_raw = MIXES[mix](args.n, 2)[:args.loop]
+        cvxpy_loop(loop_raw[:20])  # (cvxpy's first solves: imports, caches)
+        loops = [cvxpy_loop(loop_raw)]
+        old = (None if args.baseline is None
+               else baseline(args.baseline.resolve(), mix, args.n, args.rounds))
+        m = measure(mix, args.n, args.rounds)
+        loops.append(cvxpy_loop(loop_raw))
+        # The faster of the loop's two runs (before and after the rounds) sets the bar.
+        loop_s, ref = min(loops, key=lambda lr: lr[0])
         loop_rate = len(loop_raw) / loop_s
-        a, b = rounds["list"][0]["step"], rounds["stacked"][0]["step"]
+        a, b = m["rounds"]["list"][0]["step"], m["rounds"]["stacked"][0]["step"]
         same = float(np.max(np.abs(a - b) / b))
         vs_cvxpy = float(np.max(np.abs(a[:len(ref)] - ref) / ref))
-        lines.append(f"| {mix} | cvxpy + Clarabel loop | | {loop_s:.2f} | {loop_s:.2f} | "
-                     f"{loop_rate:.0f} | 1.00x | | |")
-        for how in ("list", "stacked"):
-            runs = rounds[how]
-            rates = [args.n / x["total"] for x in runs]
-            lines.append(
-                f"| {mix} | {how} | {spread([x['build'] for x in runs])} | "
-                f"{spread([x['call'] for x in runs])} | {spread([x['total'] for x in runs])} | "
-                f"{np.median(rates):,.0f} | {np.median(rates) / loop_rate:.0f}x "
-                f"({min(rates) / loop_rate:.0f}-{max(rates) / loop_rate:.0f}x) | "
-                f"{min(x['ok'] for x in runs)}/{args.n} | {first[how]['total']:.2f} "
-                f"(compile {first[how]['compile']:.2f}) |")
+        lines.append(f"| {mix} | cvxpy + Clarabel loop | | | {loop_s:.2f} (of "
+                     f"{', '.join(f'{x:.2f}' for x, _ in loops)}) | | {loop_rate:.0f} | 1.00x "
+                     "| | |")
+        if old is not None:
+            lines += rows(mix, " (baseline)", old, args.n, loop_rate)
+            before = np.asarray(old["rounds"]["list"][0]["step"])
+            notes.append(f"{mix}: the baseline's list optima and these equal to "
+                         f"{float(np.max(np.abs(a - before) / before)):.1e} (relative).")
+        lines += rows(mix, "", m, args.n, loop_rate)
         notes.append(f"{mix}: list and stacked optima equal to {same:.1e} (relative); the "
                      f"list's optima vs cvxpy on the loop's {len(ref)} problems: {vs_cvxpy:.1e}.")
-        print("\n".join(lines[-3:]), flush=True)
+        print("\n".join(lines[-5:]), flush=True)
+    notes.append(f"Load average {os.getloadavg()[0]:.1f} at the end. CPU s: the process's "
+                 "CPU time of a round (both kernel threads), which other processes on the "
+                 "machine do not inflate as they do the wall times.")
     text = "\n".join(lines + [""] + notes) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -1043,7 +1043,10 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
     """Solves many `perf` problems of any sizes; results in input order.
 
     Problems of equal sizes are stacked, and the stacks of one bucket (`bucket_shape`) run
-    through the same chunked kernel calls. Arguments as for `solve_stacked`;
+    through the same chunked kernel calls; the problems `problem_from_arrays` left unbuilt
+    are built together first (`bulk.build_all`: vectorised, the same arrays as one by one),
+    and a problem that one call built is taken from its block by the next. Arguments as
+    for `solve_stacked`;
     ``bandwidth_gbps`` is a list of each problem's own [D] vector. The result can be
     indexed and iterated (`BatchItem` per problem); ``solve_seconds`` excludes JAX
     compilation, ``compile_seconds`` is it (the first call of a process switches the
