@@ -79,9 +79,10 @@ def _build_group(problems, idx: list[int]) -> None:
     nb = len(idx)
     traffic, weight, counts = _merge_many([x.traffic for x in xs], [x.weight for x in xs], d)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    used = np.zeros((nb, d), bool)
-    if traffic.shape[0]:
-        np.logical_or.at(used, np.repeat(np.arange(nb), counts), traffic > 0)
+    used = np.zeros((nb, d), bool)  # (each problem's merged rows are consecutive)
+    some = counts > 0
+    if some.any():
+        used[some] = np.logical_or.reduceat(traffic > 0, starts[some], axis=0)
     lo = np.array([x.lo for x in xs], np.float64)
     hi = np.array([x.hi for x in xs], np.float64)
     total = None if x0.total is None else np.array([x.total for x in xs])
@@ -89,7 +90,7 @@ def _build_group(problems, idx: list[int]) -> None:
     budget = None if x0.budget is None else np.array([x.budget for x in xs])
     fields, ok = closed_form(lo, hi, total, x0.mode == "eq", rates, budget, used)
     compute = np.array([x.compute for x in xs])
-    unsafe = _unsafe(fields, traffic, weight, counts, compute, x0.has_cost)
+    unsafe = _unsafe(fields, traffic, weight, starts, some, compute, x0.has_cost)
     # Problems the closed form leaves to the LP path, or whose step time or cost is not
     # far below overflow: built alone (which raises, naming the problem, where it must).
     for b in np.flatnonzero(~ok | unsafe):
@@ -116,16 +117,16 @@ def _one(problems, i: int, x: P.Inputs) -> P.Problem:
         raise LibraInputError(f"problems[{i}]: {e}") from None
 
 
-def _unsafe(fields, traffic, weight, counts, compute, has_cost) -> np.ndarray:
+def _unsafe(fields, traffic, weight, starts, some, compute, has_cost) -> np.ndarray:
     """[B] problems of a group whose step time at the interior point or cost at ``upper``
     (`problem._check_finite_result`) a few vectorised reductions cannot bound far below
-    overflow (`FINITE_BOUND`)."""
+    overflow (`FINITE_BOUND`); ``some``: the problems with phases, whose merged rows start
+    at ``starts``."""
     x, upper = fields["interior"], fields["upper"]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        load = np.zeros(len(counts))
-        if traffic.shape[0]:
-            owner = np.repeat(np.arange(len(counts)), counts)
-            np.add.at(load, owner, weight * traffic.max(axis=1))
+        load = np.zeros(len(starts))
+        if some.any():
+            load[some] = np.add.reduceat(weight * traffic.max(axis=1), starts[some])
         step = (compute + load / x.min(axis=1)) * 1e9
         cost = (fields["cost_rate"] * upper).sum(axis=1) if has_cost else 1.0
         return ~((step < FINITE_BOUND) & (cost < FINITE_BOUND) & (step * cost < FINITE_BOUND))
