@@ -1,5 +1,5 @@
 """Tests for the LP-free problem building in libra_jax.model.problem: the closed form of
-`problem_from_arrays` against the LP path (kept as `problem._build(..., closed_form=False)`),
+`problem_from_arrays` against the LP path (kept as `problem_build.build(..., closed_form=False)`),
 the stacked batch builder `problems_from_stacked` against `problem_from_arrays`, and the error
 messages of both."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from libra_jax.model import problem
+from libra_jax.model import closed_form, problem, problem_build, problem_lp
 from libra_jax.model.problem import (
     ConstraintSpec,
     problem_from_arrays,
@@ -25,7 +25,7 @@ CONSTRAINT_FIELDS = tuple(f.name for f in problem.ARRAY_FIELDS
 def _lp(traffic, rates, spec, weight=None):
     """The LP path (the reference)."""
     weight = np.ones(traffic.shape[0]) if weight is None else weight
-    return problem._build(traffic, weight, 1.0, rates, spec, "constraints", None,
+    return problem_build.build(traffic, weight, 1.0, rates, spec, "constraints", None,
                           closed_form=False)
 
 
@@ -180,7 +180,7 @@ def test_closed_form_matches_lp(mode, with_cost, with_budget, monkeypatch):
                 np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
             continue
         with monkeypatch.context() as m:  # no LP on this path
-            m.setattr(problem, "_linprog", None)
+            m.setattr(problem_lp, "linprog", None)
             got = _closed(traffic, rates, spec)
         _assert_matches_lp(got, ref, rates, spec)
         checked += 1
@@ -268,7 +268,7 @@ def test_degenerate_budget_goes_to_lp():
     rates = np.array([1.0, 1e-3])
     spec = ConstraintSpec(upper_gbps=[None, 5.0], max_cost_usd=5e-10)
     t = np.array([[0.0, 1.0]])
-    _, ok = problem._closed_form(np.zeros((1, 2)), np.array([[np.inf, 5.0]]), None, True,
+    _, ok = closed_form.closed_form(np.zeros((1, 2)), np.array([[np.inf, 5.0]]), None, True,
                                  rates[None], np.array([5e-10]))
     assert not ok[0]
     ref = _lp(t, rates, spec)
@@ -489,7 +489,7 @@ def test_stacked_large_batch_no_lp(monkeypatch):
     least, most = fill_cost(np.argsort(rates, 1)), fill_cost(np.argsort(-rates, 1))
     budget = least + rng.uniform(0.05, 0.95, nb) * (most - least)
     with monkeypatch.context() as m:
-        m.setattr(problem, "_linprog", None)
+        m.setattr(problem_lp, "linprog", None)
         ps = problems_from_stacked(traffic, np.ones((nb, k)), np.ones(nb), total_bw_gbps=total,
                                    upper_gbps=upper, cost_rates_usd_per_gbps=rates,
                                    max_cost_usd=budget)

@@ -1,6 +1,6 @@
 """Problems that `problem_from_arrays` leaves unbuilt (`quick_checks.surely_builds`) and
 builds in bulk (`bulk.build_all`, through `batch.solve_batch`): the same arrays and results,
-to the last bit, as building each problem at once (`problem._build`, the reference), and
+to the last bit, as building each problem at once (`problem_build.build`, the reference), and
 every error still raised by `problem_from_arrays` itself, with the same message.
 """
 
@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from libra_jax.model import bulk, problem, quick_checks
+from libra_jax.model import bulk, problem, problem_build, quick_checks
 from libra_jax.model.problem import ConstraintSpec, Problem, problem_from_arrays
 from libra_jax.solvers import batch as B
 from libra_jax.solvers.solve import solve
@@ -57,7 +57,7 @@ def _case(rng, d=None, k=None):
 def _reference(args):
     """The problem built at once (no unbuilt path), or the error building it raises."""
     try:
-        return problem._build(*args, "constraints", None, True)
+        return problem_build.build(*args, "constraints", None, True)
     except LibraInputError as e:
         return e
 
@@ -107,7 +107,7 @@ def test_solve_batch_of_unbuilt_problems_gives_the_same_results():
     cases = [_case(rng, d=int(rng.integers(2, 6)), k=int(rng.integers(1, 9)))
              for _ in range(400)]
     cases = [c for c in cases if isinstance(_reference(c), Problem)][:300]
-    built = [problem._build(*c, "constraints", None, True) for c in cases]
+    built = [problem_build.build(*c, "constraints", None, True) for c in cases]
     ref = B.solve_batch(built)
     lazy = [problem_from_arrays(*c) for c in cases]
     assert sum(problem.unbuilt(p) is not None for p in lazy) >= 250
@@ -206,15 +206,15 @@ def test_fast_checks_accept_only_what_the_full_checks_accept(traffic, weight, co
     except LibraInputError:
         return  # (refused when the spec was made)
     try:
-        ref = problem._checked(traffic, weight, compute, rates, spec, "constraints", None)
+        ref = problem_build._checked(traffic, weight, compute, rates, spec, "constraints", None)
     except LibraInputError as e:
-        assert problem._quick_inputs(traffic, weight, compute, rates, spec,
+        assert problem_build._quick_inputs(traffic, weight, compute, rates, spec,
                                      "constraints") is None
         with pytest.raises(LibraInputError) as got:
             problem_from_arrays(traffic, weight, compute, rates, spec)
         assert str(got.value) == str(e)
         return
-    quick = problem._quick_inputs(traffic, weight, compute, rates, spec, "constraints")
+    quick = problem_build._quick_inputs(traffic, weight, compute, rates, spec, "constraints")
     if quick is not None:
         quick = problem.with_arrays(quick)
         for name in ("traffic", "weight", "rates", "lo", "hi"):
@@ -238,7 +238,7 @@ def test_a_spec_changed_after_it_was_made_is_checked_again():
 def test_an_unbuilt_problem_behaves_as_a_built_one():
     args = ([[1.0, 2.0], [0.5, 0.0]], [3.0, 1.0], 0.25, [1.0, 2.0],
             ConstraintSpec(total_bw_gbps=100.0, lower_gbps=[1.0, 1.0], max_cost_usd=180.0))
-    ref = problem._build(*args, "constraints", None, True)
+    ref = problem_build.build(*args, "constraints", None, True)
     assert problem.unbuilt(problem_from_arrays(*args)) is not None
     # pickled (built first), a pytree, replaced, solved alone
     _assert_same_arrays(pickle.loads(pickle.dumps(problem_from_arrays(*args))), ref)
@@ -263,12 +263,12 @@ def test_an_unbuilt_problem_behaves_as_a_built_one():
 
 def test_surely_builds_needs_a_margin():
     lo, hi = [10.0, 0.0], [20.0, 30.0]
-    x = problem._quick_inputs([[1.0, 1.0]], [1.0], 0.0, None,
+    x = problem_build._quick_inputs([[1.0, 1.0]], [1.0], 0.0, None,
                               ConstraintSpec(total_bw_gbps=40.0, lower_gbps=lo,
                                              upper_gbps=hi), "constraints")
     assert quick_checks.surely_builds(x)
     for total in (10.0, 10.0 + 1e-9, 50.0 - 1e-9, 50.0):  # at the ends of the sums allowed
-        x = problem._quick_inputs([[1.0, 1.0]], [1.0], 0.0, None,
+        x = problem_build._quick_inputs([[1.0, 1.0]], [1.0], 0.0, None,
                                   ConstraintSpec(total_bw_gbps=total, lower_gbps=lo,
                                                  upper_gbps=hi), "constraints")
         assert not quick_checks.surely_builds(x), total

@@ -119,7 +119,7 @@ def _one(problems, i: int, x: P.Inputs) -> P.Problem:
 
 def _unsafe(fields, traffic, weight, starts, some, compute, has_cost) -> np.ndarray:
     """[B] problems of a group whose step time at the interior point or cost at ``upper``
-    (`problem._check_finite_result`) a few vectorised reductions cannot bound far below
+    (`problem_tree.check_finite_result`) a few vectorised reductions cannot bound far below
     overflow (`FINITE_BOUND`); ``some``: the problems with phases, whose merged rows start
     at ``starts``."""
     x, upper = fields["interior"], fields["upper"]

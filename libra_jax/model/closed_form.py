@@ -129,7 +129,8 @@ def closed_form(lo, hi, total, eq, rates, budget, used=None):
     """The constraint fields of `Problem` without LPs, for a batch of problems whose only
     constraints are the box lo <= bw <= hi, a total sum(bw) == T (``eq``) or <= T, and a cost
     budget rates @ bw <= C (rates >= 0). Vectorised over the batch; the fields equal the LP
-    path's (`_lp_fields`) where its optimum is unique, and are optima of the same LPs otherwise.
+    path's (`problem_lp.lp_fields`) where its optimum is unique, and are optima of the same
+    LPs otherwise.
 
     With y = bw - lo, w = hi - lo, s0 = T - sum(lo) and c0 = C - rates @ lo:
 

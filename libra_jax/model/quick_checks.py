@@ -25,7 +25,7 @@ from libra_jax.inputs.limits import LIMITS
 
 #: Relative margin of `surely_builds`: a constraint holds with at least this slack (relative
 #: to the largest bandwidth the constraints allow, at least 1 GB/s), a thousand times the
-#: tolerance under which the builders call a constraint tight (`problem._tight_tol`).
+#: tolerance under which the builders call a constraint tight (`problem_lp._tight_tol`).
 MARGIN = 1e-6
 #: The step time (ns) and cost bounds `surely_builds` accepts: far below the largest float
 #: (1.8e308), so that no rounding of the bound can hide an overflow.
@@ -97,7 +97,7 @@ def in_range(value, hi: float | None) -> np.ndarray | None:
 
 
 def bound_list(values, n: int | None, upper: bool) -> list | None:
-    """`problem._vector` of a spec's lower (``upper`` False: each in [0, max_gbps]) or upper
+    """`problem_spec.vector` of a spec's lower (``upper`` False: each in [0, max_gbps]) or upper
     bounds (each in (0, max_gbps] or +inf), as a list of floats: None gives 0 / +inf
     everywhere (for ``n`` dims); a list, tuple or 1-D float64 array of floats of length
     ``n`` (any length for None). None for anything else (None entries, ints, another
@@ -145,22 +145,22 @@ def spec_ok(spec, field_prefix) -> bool:
 
 def surely_builds(x) -> bool:
     """Whether building the problem of checked inputs ``x`` (`problem.Inputs` of
-    `problem._quick_inputs`: no linear rows, no power cap; bounds and rates as lists) raises
-    nothing, for certain: True only where the constraints hold strictly, with a
-    `MARGIN`, at an explicit point, the bandwidth is bounded, and the step time and cost
+    `problem_build._quick_inputs`: no linear rows, no power cap; bounds and rates as
+    lists) raises nothing, for certain: True only where the constraints hold strictly, with
+    a `MARGIN`, at an explicit point, the bandwidth is bounded, and the step time and cost
     are bounded far below overflow. (False says nothing: the problem is built at once.)
 
-    The builders raise (`problem._lp_fields`, `_check_finite_result`) for an empty set, an
-    unbounded dim, a set with no strictly interior point, a used dim forced to 0, a budget
-    row of zero rates, and a step time or cost that is not finite. A point q strictly inside
-    every constraint with slack r_q (in the builders' unit-norm rows) rules out the first
-    four and makes no bound or row tight (their tolerance is below the margin), so the
-    interior point maximising the least slack has bw >= lo + r_q on every dim and the step
-    time is at most compute + sum_k w_k max_d T_kd / min_d (lo_d + r_q / 2). The point:
-    lo + t (t below half of every width, of the total's and of the budget's slack per dim)
-    without a total equality; with one, lo plus the total's excess spread in proportion to
-    the widths (capped at the excess), moved towards the least-cost point (the cheapest
-    dims filled first) as far as the budget needs."""
+    The builders raise (`problem_lp.lp_fields`, `problem_tree.check_finite_result`) for an empty
+    set, an unbounded dim, a set with no strictly interior point, a used dim forced to 0, a
+    budget row of zero rates, and a step time or cost that is not finite. A point q strictly
+    inside every constraint with slack r_q (in the builders' unit-norm rows) rules out the first
+    four and makes no bound or row tight (their tolerance is below the margin), so the interior
+    point maximising the least slack has bw >= lo + r_q on every dim and the step time is at
+    most compute + sum_k w_k max_d T_kd / min_d (lo_d + r_q / 2). The point: lo + t (t below
+    half of every width, of the total's and of the budget's slack per dim) without a total
+    equality; with one, lo plus the total's excess spread in proportion to the widths (capped at
+    the excess), moved towards the least-cost point (the cheapest dims filled first) as far as
+    the budget needs."""
     lo, hi, rates = x.lo, x.hi, x.rates  # (lists: `quick_inputs`)
     d = len(lo)
     total, budget = x.total, x.budget
