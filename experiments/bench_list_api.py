@@ -206,7 +206,7 @@ def baseline(lib: pathlib.Path, mix: str, n: int, rounds: int) -> dict:
                            rounds=rounds)
     env = dict(os.environ, PYTHONPATH=str(lib))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=3600)
+                       timeout=3600, cwd=str(lib))  # (not the checkout: its libra_jax)
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-3000:])
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")][-1]
