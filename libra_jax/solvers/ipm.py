@@ -56,6 +56,11 @@ satisfies the linear rows to rounding; the equality residual is checked) and the
 of the best bound, and stops when the Lagrangian lower bound of `lagrangian_bound` certifies
 the gap between them (``gap_tol``), when the complementarity reaches the precision's floor or
 stays near it for three iterations without progress, or after ``max_iter`` iterations.
+
+The module is split by job (this one re-exports every name): `linalg.py` the dense linear
+algebra in jnp operations (Cholesky, triangular solves, row basis), `ipm_rows.py` the
+constraints of a problem as the kernel sees them (rows, fixed dims, slacks, start, violation)
+and the Lagrangian bound; this one the kernel.
 """
 
 from __future__ import annotations
@@ -67,6 +72,23 @@ import jax.numpy as jnp
 
 from libra_jax.model import objective as model
 from libra_jax.model.problem import Problem
+from libra_jax.solvers.ipm_rows import (
+    equality_rows,
+    fixed_dims,
+    inputs_finite,
+    lagrangian_bound,
+    linear_rows,
+    normalised_rows,
+    pieces_free,
+    slacks,
+    start,
+    violation,
+)
+from libra_jax.solvers.linalg import cholesky, row_basis, solve_lower, solve_upper_t
+
+
+# ------------------------------------------------------------------------------------------
+# The kernel
 
 
 class IpmConfig(NamedTuple):
@@ -98,303 +120,6 @@ class KernelOutput(NamedTuple):
     # [] bool: the loop stopped on its own (certified, at the precision's floor, no step, or
     # given up), not at the iteration limit
     done: jax.Array
-
-
-# ------------------------------------------------------------------------------------------
-# Dense linear algebra in jnp operations (no LAPACK: vmaps to elementwise work).
-
-
-def _unrolled(n: int) -> bool:
-    return n <= 16
-
-
-def _loop(n, body, init):
-    """fori_loop(0, n, body, init), unrolled in Python for small static n."""
-    if _unrolled(n):
-        for j in range(n):
-            init = body(j, init)
-        return init
-    return jax.lax.fori_loop(0, n, body, init)
-
-
-def cholesky(a: jax.Array, skip_tol: float | None = None):
-    """Lower Cholesky factor of a symmetric positive (semi)definite ``a`` [n, n].
-
-    Right-looking: column j is a's column j divided by the square root of its pivot, then
-    a -= l l^T. With ``skip_tol``, a pivot <= skip_tol * (its original diagonal) marks a
-    dependent row: its column is left zero and it is reported in ``skipped`` [n] (the
-    triangular solves then give 0 in that coordinate). Without it, pivots are floored at
-    the smallest normal number (callers scale and regularise first).
-    """
-    n = a.shape[-1]
-    idx = jnp.arange(n)
-    diag0 = jnp.diagonal(a)
-    tiny = jnp.finfo(a.dtype).tiny
-
-    def body(j, carry):
-        a, low, skipped = carry
-        col = a[:, j]
-        piv = col[j]
-        if skip_tol is None:
-            bad = jnp.asarray(False)
-            piv = jnp.maximum(piv, tiny)
-        else:
-            bad = piv <= skip_tol * jnp.maximum(diag0[j], tiny)
-            piv = jnp.where(bad, 1.0, piv)
-        root = jnp.sqrt(piv)
-        l = jnp.where(idx > j, col / root, 0.0)
-        l = jnp.where(idx == j, root, l)
-        l = jnp.where(bad, 0.0, l)
-        a = a - l[:, None] * l[None, :]
-        return a, low.at[:, j].set(l), skipped.at[j].set(bad)
-
-    init = (a, jnp.zeros_like(a), jnp.zeros((n,), bool))
-    _, low, skipped = _loop(n, body, init)
-    return low, skipped
-
-
-def solve_lower(low: jax.Array, b: jax.Array, skipped=None) -> jax.Array:
-    """x with low @ x = b (forward substitution; b [n] or [n, m])."""
-    n = low.shape[-1]
-
-    def body(j, x):
-        piv = low[j, j]
-        val = (b[j] - low[j] @ x) / jnp.where(piv != 0, piv, 1.0)
-        if skipped is not None:
-            val = jnp.where(skipped[j], 0.0, val)
-        return x.at[j].set(val)
-
-    return _loop(n, body, jnp.zeros_like(b))
-
-
-def solve_upper_t(low: jax.Array, b: jax.Array, skipped=None) -> jax.Array:
-    """x with low^T @ x = b (back substitution)."""
-    n = low.shape[-1]
-
-    def body(i, x):
-        j = n - 1 - i
-        piv = low[j, j]
-        val = (b[j] - low[:, j] @ x) / jnp.where(piv != 0, piv, 1.0)
-        if skipped is not None:
-            val = jnp.where(skipped[j], 0.0, val)
-        return x.at[j].set(val)
-
-    return _loop(n, body, jnp.zeros_like(b))
-
-
-def row_basis(e: jax.Array, tol: float = 1e-9, passes: int = 1):
-    """Orthonormal basis of the row space of ``e`` [E, n] by Gram-Schmidt.
-
-    Returns (q [E, n], r [E, E] lower triangular, dependent [E]) with e = r @ q; a row that
-    depends on earlier ones (its remainder <= tol of its norm) gets a zero row of q, a zero
-    column of r and ``dependent`` True (triangular solves with r skip it). ``passes`` = 2
-    orthogonalises every row twice ("twice is enough"): q then stays orthonormal to rounding
-    however ill-conditioned the rows are (one pass loses orthogonality in proportion to it).
-    """
-    m = e.shape[0]
-    norms = jnp.sqrt(jnp.sum(e**2, axis=1))
-
-    def body(j, carry):
-        q, r, dep = carry
-        coef = q @ e[j]  # [E]: zero for rows not yet built
-        v = e[j] - coef @ q
-        for _ in range(0 if isinstance(j, int) and j == 0 else passes - 1):  # (row 0: none)
-            again = q @ v
-            v = v - again @ q
-            coef = coef + again
-        nv = jnp.sqrt(jnp.sum(v**2))
-        bad = nv <= tol * jnp.maximum(norms[j], jnp.finfo(e.dtype).tiny)
-        q = q.at[j].set(jnp.where(bad, 0.0, v / jnp.where(bad, 1.0, nv)))
-        r = r.at[j].set(jnp.where(jnp.arange(m) < j, coef, 0.0)).at[j, j].set(
-            jnp.where(bad, 0.0, nv))
-        return q, r, dep.at[j].set(bad)
-
-    init = (jnp.zeros_like(e), jnp.zeros((m, m), e.dtype), jnp.zeros((m,), bool))
-    return _loop(m, body, init)
-
-
-# ------------------------------------------------------------------------------------------
-# The constraints of a problem
-
-
-def linear_rows(p: Problem, cap, cap_on):
-    """Linear inequality rows on bw, G bw <= h: [a_in | cost cap | -bw <= -lo | bw <= hi],
-    with ``on`` [M] marking rows that take part (tight rows are equalities or fixed dims,
-    all-zero rows are batch padding). Returns (g [M, D], h [M], on [M], n_gen): the first
-    n_gen rows are the user rows and the cap (the others are the box)."""
-    d = p.lo.shape[-1]
-    eye = jnp.eye(d, dtype=p.lo.dtype)
-    rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
-    safe_norm = jnp.where(rate_norm > 0, rate_norm, 1.0)
-    fixed, _ = fixed_dims(p)
-    hi_fin = jnp.isfinite(p.hi)
-    g = jnp.concatenate([p.a_in, (p.cost_rate / safe_norm)[None, :], -eye, eye])
-    h = jnp.concatenate([p.b_in, jnp.reshape(cap / safe_norm, (1,)), -p.lo,
-                         jnp.where(hi_fin, p.hi, 0.0)])
-    on = jnp.concatenate([~p.in_tight & jnp.any(p.a_in != 0, axis=1),
-                          jnp.reshape(cap_on & (rate_norm > 0), (1,)), ~fixed,
-                          hi_fin & ~fixed])
-    return g, h, on, p.a_in.shape[0] + 1
-
-
-def equality_rows(p: Problem):
-    """Equality rows on bw, E bw = f: [a_eq | tight a_in]; ``on`` [E] marks the rows that
-    take part (batch padding rows are all zero)."""
-    e = jnp.concatenate([p.a_eq, p.a_in])
-    f = jnp.concatenate([p.b_eq, p.b_in])
-    on = jnp.concatenate([jnp.any(p.a_eq != 0, axis=1), p.in_tight])
-    return e, f, on
-
-
-def fixed_dims(p: Problem):
-    """Dims the constraints fix (lower or upper bound tight on the whole set; batch padding
-    fixes its dims at 1): (mask [D], value [D])."""
-    fixed = p.lo_tight | p.hi_tight
-    value = jnp.where(p.lo_tight, p.lo, jnp.where(p.hi_tight, p.hi, 0.0))
-    return fixed, value
-
-
-def _pieces_free(p: Problem):
-    """[J] bool: pieces with no row taking part (batch padding); pinned at 0."""
-    j = p.piece_weight.shape[0]
-    count = jax.ops.segment_sum(p.row_on.astype(jnp.int32), p.row_piece, num_segments=j)
-    return count == 0
-
-
-class _Slacks(NamedTuple):
-    pair: jax.Array  # [K, D] (1 where unused)
-    row: jax.Array  # [R] (1 where off)
-    lin: jax.Array  # [M] (1 where off)
-    inside: jax.Array  # [] bool
-
-
-def _slacks(bw, tk, tj, p: Problem, g, h, g_on) -> _Slacks:
-    used = p.traffic_gb > 0
-    pos = jnp.where(used, bw[None, :], 1.0)
-    pair = jnp.where(used, tk[:, None] - p.traffic_gb / pos, 1.0)
-    r_used = p.row_on[:, None] & (p.row_gb > 0)
-    r_bw = jnp.where(r_used, bw[None, :], 1.0)
-    val = p.row_const_s + jnp.sum(jnp.where(r_used, p.row_gb / r_bw, 0.0), axis=1)
-    val = val + p.row_nest @ tj
-    row = jnp.where(p.row_on, tj[p.row_piece] - val, 1.0)
-    lin = jnp.where(g_on, h - g @ bw, 1.0)
-    inside = (jnp.all(pair > 0) & jnp.all(row > 0) & jnp.all(lin > 0) & jnp.all(pos > 0)
-              & jnp.all(r_bw > 0))
-    return _Slacks(pair, row, lin, inside)
-
-
-def _normalised_pairs(p: Problem, lam_pair):
-    """Pair multipliers rescaled so that each phase's sum is its weight (stationarity in
-    t_k)."""
-    tot = jnp.sum(lam_pair, axis=1, keepdims=True)
-    return jnp.where(tot > 0, lam_pair * (p.weight[:, None] / jnp.where(tot > 0, tot, 1.0)),
-                     0.0)
-
-
-def normalised_rows(p: Problem, lam_row):
-    """General-row multipliers rescaled so that the Lagrangian is stationary in every piece
-    variable: sum_{r in j} mu_r = w_j + sum_r mu_r nest_rj. Without nesting that is one
-    rescaling per piece; with nesting the pieces are rescaled from the last down (a piece's
-    rows nest only earlier pieces, so its requirement is final when its turn comes).
-    Returns (mu [R], ok): ok is False when a piece that needs weight has no multiplier.
-
-    (`certificate._stationary` is the host twin: numpy over every epigraph group, pairs
-    included; this one runs traced in the vmapped kernel's dtype, where a host call would
-    compile once per problem shape.)"""
-    mu = jnp.where(p.row_on, lam_row, 0.0)
-    num = p.piece_weight.shape[0]
-    if num == 0:
-        return mu, jnp.asarray(True)
-
-    def body(i, mu):
-        j = num - 1 - i
-        need = p.piece_weight[j] + mu @ p.row_nest[:, j]
-        mine = p.row_piece == j
-        tot = jnp.sum(jnp.where(mine, mu, 0.0))
-        return jnp.where(mine, mu * jnp.where(tot > 0, need / jnp.where(tot > 0, tot, 1.0),
-                                              0.0), mu)
-
-    mu = jax.lax.fori_loop(0, num, body, mu)
-    need = p.piece_weight + mu @ p.row_nest
-    tot = jax.ops.segment_sum(mu, p.row_piece, num_segments=num)
-    ok = jnp.all(jnp.abs(tot - need) <= 1e-6 * jnp.maximum(need, 1e-30) + 1e-300)
-    return mu, ok
-
-
-def lagrangian_bound(p: Problem, lam_pair, lam_row, lam_gen, nu, cap):
-    """Certified lower bound (s) on the optimal step time, for any multipliers.
-
-    With pair / row multipliers mu >= 0 made stationary in every epigraph variable, inequality
-    multipliers lam >= 0 of the user rows and the cap (g_gen bw <= h_gen), and any nu of the
-    equality rows, weak duality gives, for every feasible bw (which lies in the box
-    B = [lo, upper], collapsed to the value on fixed dims):
-
-        step(bw) >= compute + c0 + mu_r @ c_r + sum_d min_{x in B_d} (a_d / x + c_d x)
-                    - lam @ h_gen - nu @ f,
-        a = sum_k mu_kd T_kd + mu_r @ A_rows,   c = g_gen^T lam + E^T nu,
-
-    each one-dimensional minimum in closed form (sqrt(a / c) clipped to the box, or an end).
-    """
-    g, h, _, n_gen = linear_rows(p, cap, jnp.asarray(True))
-    e, f, e_on = equality_rows(p)
-    fixed, value = fixed_dims(p)
-    mu = _normalised_pairs(p, lam_pair)
-    mu_r, rows_ok = normalised_rows(p, lam_row)
-    lam = jnp.maximum(lam_gen, 0.0)
-    nu = jnp.where(e_on, nu, 0.0)
-    a = jnp.sum(mu * p.traffic_gb, axis=0) + mu_r @ p.row_gb
-    const = p.compute_s + p.comm_const_s + mu_r @ p.row_const_s
-    c = g[:n_gen].T @ lam + e.T @ nu
-    lo = jnp.where(fixed, value, p.lo)
-    up = jnp.where(fixed, value, p.upper)
-    x_int = jnp.sqrt(jnp.where((a > 0) & (c > 0), a / jnp.where(c > 0, c, 1.0), 1.0))
-    x = jnp.where(c > 0, jnp.where(a > 0, jnp.clip(x_int, lo, up), lo), up)
-    term = jnp.where(a > 0, a / jnp.where(x > 0, x, 1.0), 0.0) + c * x
-    term = jnp.where((a > 0) & (x <= 0), jnp.inf, term)
-    return jnp.where(rows_ok, const + jnp.sum(term) - lam @ h[:n_gen] - nu @ f, -jnp.inf)
-
-
-def _inputs_finite(p: Problem):
-    """Whether the model's data of ``p`` (traffic, weights, times, rows, prices) is finite."""
-    fields = (p.traffic_gb, p.weight, p.compute_s, p.comm_const_s, p.row_gb, p.row_const_s,
-              p.piece_weight, p.cost_rate)
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in fields]))
-
-
-def violation(bw, p: Problem, cap, cap_on):
-    """Largest violation (GB/s) of the problem's rows and of the cost cap (when ``cap_on``),
-    every row unit-norm."""
-    rate_norm = jnp.sqrt(jnp.sum(p.cost_rate**2))
-    cap_viol = jnp.where(cap_on & (rate_norm > 0), (model.network_cost_usd(bw, p) - cap)
-                         / jnp.where(rate_norm > 0, rate_norm, 1.0), 0.0)
-    return jnp.maximum(model.max_violation(bw, p), cap_viol)
-
-
-def _start(p: Problem, cap, cap_on):
-    """Strictly feasible start: the interior point (moved towards the least-cost point when
-    the cost cap cuts it off, to halfway between the least cost and the cap), phases and
-    pieces 50% above their rows."""
-    bw0 = p.interior
-    c_int = model.network_cost_usd(bw0, p)
-    c_min = model.network_cost_usd(p.min_cost_bw, p)
-    target = 0.5 * (cap + c_min)
-    theta = jnp.clip((c_int - target) / jnp.where(c_int > c_min, c_int - c_min, 1.0), 0.0, 1.0)
-    bw0 = jnp.where(cap_on & (c_int >= cap), bw0 + theta * (p.min_cost_bw - bw0), bw0)
-    fixed, value = fixed_dims(p)
-    bw0 = jnp.where(fixed, value, bw0)
-    phase = jnp.max(model.dim_times_s(bw0, p), axis=1, initial=0.0)
-    tk = jnp.where(phase > 0, 1.5 * phase + 1e-12, 0.0)
-
-    def above(vals, _):
-        top = model.piece_max(vals, p)
-        return top + 0.5 * jnp.abs(top) + 1e-12
-
-    tj = jnp.where(_pieces_free(p), 0.0, model.piece_times_s(bw0, p, above))
-    return bw0, tk, tj
-
-
-# ------------------------------------------------------------------------------------------
-# The kernel
 
 
 class _State(NamedTuple):
@@ -448,7 +173,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     fixed, value = fixed_dims(p)
     pair_on = p.traffic_gb > 0
     phase_on = jnp.any(pair_on, axis=1)
-    piece_free = _pieces_free(p)
+    piece_free = pieces_free(p)
     r_used = p.row_on[:, None] & (p.row_gb > 0)
     # Gradient of a row's g = -s in the pieces: nest_r - e_j(r).
     row_dt = jnp.where(p.row_on[:, None],
@@ -460,7 +185,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
     num_ineq = jnp.maximum(sum(jnp.sum(o) for o in ons).astype(dt), 1.0)
 
     def true_slacks(bw, tk, tj):
-        return _slacks(bw, tk, tj, p, g, h, g_on)
+        return slacks(bw, tk, tj, p, g, h, g_on)
 
     def bw_grads(bw):
         """d g / d bw of the pairs [K, D] (g = T / bw - t: -T / bw^2) and of the rows
@@ -648,7 +373,7 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
             # (a rejected step's numbers certify nothing)
             done=(finite & (certified | floor | (alpha <= 0))) | (st.ridge > ridge_max))
 
-    bw0, tk0, tj0 = _start(p, cap, cap_on)
+    bw0, tk0, tj0 = start(p, cap, cap_on)
     sl0 = true_slacks(bw0, tk0, tj0)
     obj0 = p.weight @ tk0 + p.piece_weight @ tj0
     mu0 = jnp.maximum(obj0, tiny) / num_ineq
@@ -680,5 +405,22 @@ def solve_perf(p: Problem, cap=None, cap_on=False,
         # (the inputs too: a NaN in the traffic must not hide in a max; XLA's vectorised
         # CPU reductions do not always propagate it)
         finite=(jnp.isfinite(step_s) & jnp.all(jnp.isfinite(final.best_bw))
-                & _inputs_finite(p)),
+                & inputs_finite(p)),
         started_inside=sl0.inside, violation=viol, done=final.done)
+
+
+__all__ = [
+    "IpmConfig",
+    "KernelOutput",
+    "cholesky",
+    "equality_rows",
+    "fixed_dims",
+    "lagrangian_bound",
+    "linear_rows",
+    "normalised_rows",
+    "row_basis",
+    "solve_lower",
+    "solve_perf",
+    "solve_upper_t",
+    "violation",
+]
