@@ -1,5 +1,6 @@
 """Tests for libra_jax.solvers.first_order: the Optax projected / augmented-Lagrangian solver."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -187,7 +188,9 @@ def test_every_registered_method_runs(method):
 
 def test_nan_traffic_gives_nonfinite_status_without_raising():
     p = _toy()
-    bad = p.__class__(**{**p.__dict__, "traffic_gb": jnp.asarray(p.traffic_gb).at[0, 0].set(jnp.nan)})
+    # (dataclasses.replace, not the instance's __dict__: problem_from_arrays may leave a
+    # problem unbuilt, its fields built on first access)
+    bad = dataclasses.replace(p, traffic_gb=jnp.asarray(p.traffic_gb).at[0, 0].set(jnp.nan))
     r = F.solve_first_order(bad, F.default_params(), F.FirstOrderConfig(num_steps=50))
     assert int(r.status) == Status.NONFINITE
 
