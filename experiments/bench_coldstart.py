@@ -170,8 +170,11 @@ def timed_process(args, cache: str | None = None) -> float:
     return time.perf_counter() - t0
 
 
-def cvxpy_loop(raw: list[dict]) -> tuple[float, list[float]]:
-    """Seconds for a plain cvxpy + Clarabel loop over the problems, and their optima (ns)."""
+def cvxpy_loop(raw: list[dict]) -> tuple[float, np.ndarray]:
+    """Seconds for a plain cvxpy + Clarabel loop over the problems, and their optima (ns).
+    A problem is a dict of ``traffic_gb`` [K, D], ``weight`` [K], ``compute_s``, ``lo`` /
+    ``hi`` [D] (``hi`` may be inf), ``total`` and ``mode`` (eq / le), and optionally
+    ``rates`` [D] with a ``budget`` ($; None: no budget). Also `bench_list_api`'s loop."""
     import cvxpy as cp
 
     t0 = time.perf_counter()
@@ -182,15 +185,21 @@ def cvxpy_loop(raw: list[dict]) -> tuple[float, list[float]]:
         k, d = t.shape
         x = cp.Variable(d)
         tau = cp.Variable(k)
-        cons = [x >= np.asarray(r["lo"]), x <= np.asarray(r["hi"])]
+        hi = np.asarray(r["hi"])
+        cons = [x >= np.asarray(r["lo"])]
+        if np.isfinite(hi).any():
+            fin = np.flatnonzero(np.isfinite(hi))
+            cons.append(x[fin] <= hi[fin])
         cons.append(cp.sum(x) == r["total"] if r["mode"] == "eq" else cp.sum(x) <= r["total"])
-        rows, cols = np.nonzero(t > 0)
+        if r.get("budget") is not None:
+            cons.append(np.asarray(r["rates"]) @ x <= r["budget"])
+        rows, cols = np.nonzero((t > 0) & (w[:, None] > 0))
         cons.append(tau[rows] >= cp.multiply(t[rows, cols], cp.inv_pos(x[cols])))
         cons.append(tau >= 0)  # (a phase without traffic takes no time)
         prob = cp.Problem(cp.Minimize(w @ tau), cons)
         prob.solve(solver=cp.CLARABEL)
         values.append((r["compute_s"] + prob.value) * 1e9)
-    return time.perf_counter() - t0, values
+    return time.perf_counter() - t0, np.asarray(values)
 
 
 def calibrate(n: int = 2048) -> str:

@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from bench_coldstart import random_problems, stacked_groups
+from bench_coldstart import cvxpy_loop, random_problems, stacked_groups
 
 import libra_jax as lj  # noqa: E402
 from libra_jax.model.problem import ConstraintSpec, problem_from_arrays  # noqa: E402
@@ -138,35 +138,6 @@ def run_path(how: str, raw: list[dict]) -> dict:
         step = step[np.argsort(order)]
     return dict(build=t1 - t0, call=t2 - t1, total=t2 - t0, cpu=c2 - c0,
                 compile=res.compile_seconds, ok=sum(s == "ok" for s in res.status), step=step)
-
-
-def cvxpy_loop(raw: list[dict]) -> tuple[float, np.ndarray]:
-    """Seconds for a cvxpy + Clarabel loop over ``raw``, and the optima (ns)."""
-    import cvxpy as cp  # noqa: PLC0415
-
-    t0 = time.perf_counter()
-    values = []
-    for r in raw:
-        t = np.asarray(r["traffic_gb"])
-        w = np.asarray(r["weight"])
-        k, d = t.shape
-        x = cp.Variable(d)
-        tau = cp.Variable(k)
-        hi = np.asarray(r["hi"])
-        cons = [x >= np.asarray(r["lo"])]
-        if np.isfinite(hi).any():
-            fin = np.flatnonzero(np.isfinite(hi))
-            cons.append(x[fin] <= hi[fin])
-        cons.append(cp.sum(x) == r["total"] if r["mode"] == "eq" else cp.sum(x) <= r["total"])
-        if r["budget"] is not None:
-            cons.append(np.asarray(r["rates"]) @ x <= r["budget"])
-        rows, cols = np.nonzero((t > 0) & (w[:, None] > 0))
-        cons.append(tau[rows] >= cp.multiply(t[rows, cols], cp.inv_pos(x[cols])))
-        cons.append(tau >= 0)  # (a phase without traffic takes no time)
-        prob = cp.Problem(cp.Minimize(w @ tau), cons)
-        prob.solve(solver=cp.CLARABEL)
-        values.append((r["compute_s"] + prob.value) * 1e9)
-    return time.perf_counter() - t0, np.asarray(values)
 
 
 def spread(values) -> str:
