@@ -223,9 +223,9 @@ def calibrate(n: int = 2048) -> str:
 
     @float64
     def run(part, c, o, plan, tier):
-        return batch._run_bucket(part, c, o, dtype=np.float64, plan=plan,
-                                 devices=jax.local_devices()[:1], config=ipm.IpmConfig(),
-                                 tier=tier)
+        return batch.run_bucket(part, c, o, dtype=np.float64, plan=plan,
+                                devices=jax.local_devices()[:1], config=ipm.IpmConfig(),
+                                tier=tier)
 
     for tier in batch.TIERS:
         for size in (16, 256, 1024):

@@ -31,6 +31,8 @@ from libra_jax.model.problem import (
     problems_from_stacked,
 )
 from libra_jax.solvers import batch as B
+from libra_jax.solvers import batch_plan as BP
+from libra_jax.solvers import batch_run as BR
 from libra_jax.solvers import ipm
 from libra_jax.solvers.certificate import status_codes
 from libra_jax.solvers.solve import solve
@@ -183,7 +185,7 @@ def _plan_buckets_naive(counts, max_chunk, compiled=frozenset(), tiers=tuple(B.T
         for a in range(len(clusters)):
             for b in range(a + 1, len(clusters)):
                 ca, cb = clusters[a], clusters[b]
-                join, n = B._join(ca[2], cb[2]), ca[3] + cb[3]
+                join, n = BP._join(ca[2], cb[2]), ca[3] + cb[3]
                 c, t = best_target(join, n)
                 saving = ca[0] + cb[0] - c
                 if saving > 0 and (best is None or saving > best[0]):
@@ -225,16 +227,16 @@ def test_chunk_plan_covers_every_size_with_ladder_sizes():
 
 
 def test_bucket_sizes_step_by_at_most_half():
-    assert [B._ladder(n) for n in range(0, 33)] == (
+    assert [BP._ladder(n) for n in range(0, 33)] == (
         [4] * 5 + [6] * 2 + [8] * 2 + [12] * 4 + [16] * 4 + [24] * 8 + [32] * 8)
-    assert B._ladder(33) == 48 and B._ladder(1000) == 1024
+    assert BP._ladder(33) == 48 and BP._ladder(1000) == 1024
     p = problem_from_arrays(np.arange(1.0, 46.0).reshape(9, 5), np.arange(1.0, 10.0), 0.1, None,
                             ConstraintSpec(total_bw_gbps=100.0))
     assert B.bucket_shape(p) == (6, 12, 0, 1, 0, 0)
 
 
 def test_an_iteration_limit_changes_no_result(monkeypatch):
-    """Chunks may run under an iteration limit (`B._IterationLimit`); the problems it stops
+    """Chunks may run under an iteration limit (`BR._IterationLimit`); the problems it stops
     are solved again from their start, in chunks of their size (the same program): every
     output equals that of the run without a limit, bit for bit."""
     rng = np.random.default_rng(5)
@@ -243,9 +245,9 @@ def test_an_iteration_limit_changes_no_result(monkeypatch):
     caps, ons = np.zeros(70), np.zeros(70, bool)
     run = dict(dtype=np.float64, plan=[16] * 5, devices=jax.local_devices()[:1],
                config=ipm.IpmConfig(), tier="quick")
-    monkeypatch.setattr(B, "LIMIT_MIN_CHUNKS", 10**9)  # (no limit)
-    ref = B._run_bucket(bucket, caps, ons, **run)
-    monkeypatch.setattr(B, "LIMIT_MIN_CHUNKS", 0)
+    monkeypatch.setattr(BR, "LIMIT_MIN_CHUNKS", 10**9)  # (no limit)
+    ref = B.run_bucket(bucket, caps, ons, **run)
+    monkeypatch.setattr(BR, "LIMIT_MIN_CHUNKS", 0)
     limits = []
 
     def current(self, size):  # a limit below most problems' iterations, after the first
@@ -253,22 +255,22 @@ def test_an_iteration_limit_changes_no_result(monkeypatch):
         limits.append(self.max_iter if self.calls == 1 or not self.active else 4)
         return limits[-1]
 
-    monkeypatch.setattr(B._IterationLimit, "current", current)
-    got = B._run_bucket(bucket, caps, ons, **run)
+    monkeypatch.setattr(BR._IterationLimit, "current", current)
+    got = B.run_bucket(bucket, caps, ons, **run)
     assert limits.count(4) == 4 and np.sum(ref[4][16:] > 4) >= 20  # (stopped, solved again)
     for a, b in zip(got, ref):
         np.testing.assert_array_equal(a, b)
 
 
 def test_the_iteration_limit_follows_the_sampled_iterations():
-    lim = B._IterationLimit(80, n=10240, active=True)
+    lim = BR._IterationLimit(80, n=10240, active=True)
     assert lim.current(256) == 80  # (no sample yet: the first chunk runs without a limit)
     lim.observe(np.array([9] * 250 + [20] * 6), 80)
     # 6 in 256 need 20 iterations: every chunk would run 20; with a limit of 9 they run 9,
     # and the few above are solved again in chunks of their own.
     assert [lim.current(256) for _ in range(7)] == [9] * 7
     assert lim.current(256) == 80  # (every LIMIT_SAMPLE_EVERY-th chunk samples again)
-    even = B._IterationLimit(80, n=10240, active=True)
+    even = BR._IterationLimit(80, n=10240, active=True)
     even.observe(np.array([9] * 128 + [10] * 128), 80)
     assert even.current(256) == 80  # (half of them above any lower limit: none pays)
     lim.observe(np.array([30] * 256), 12)  # (a chunk run under a limit adds nothing)
@@ -278,7 +280,7 @@ def test_the_iteration_limit_follows_the_sampled_iterations():
 
 
 def test_single_problem_program_matches_the_chunk_program():
-    """A call of one problem runs `B._kernel_one` (traced without vmap; plan [1]): the same
+    """A call of one problem runs `BR._kernel_one` (traced without vmap; plan [1]): the same
     iterations as the vmapped chunk program, so the same results up to XLA's rounding, with
     and without a cost cap, at both tiers."""
     rng = np.random.default_rng(11)
@@ -294,9 +296,9 @@ def test_single_problem_program_matches_the_chunk_program():
         for cap, on in ((0.0, False), (c_min + 0.7 * (c_int - c_min), True)):
             caps, ons = np.array([cap]), np.array([on])
             for tier in ("quick", "full"):
-                one, chunk = (B._run_bucket(bucket, caps, ons, dtype=np.float64, plan=[size],
-                                            devices=devices, config=ipm.IpmConfig(),
-                                            tier=tier) for size in (1, 16))
+                one, chunk = (B.run_bucket(bucket, caps, ons, dtype=np.float64, plan=[size],
+                                           devices=devices, config=ipm.IpmConfig(),
+                                           tier=tier) for size in (1, 16))
                 msg = f"case {i} cap {on} {tier}"
                 assert all(bool(x[5][0]) and bool(x[6][0]) for x in (one, chunk)), msg
                 assert one[2][0] > -np.inf, msg  # (finite and started inside: certified)
@@ -403,9 +405,9 @@ def _with_bad(mixed, make_bad):
     bad_slots = (1, 2, 3)
     for s in bad_slots:
         batch[s] = make_bad(batch[s], s)
-    before = B.STORE.programs(B._kernel)  # (the host's polish may compile its exact step)
+    before = B.STORE.programs(BR._kernel)  # (the host's polish may compile its exact step)
     res = B.solve_batch(batch)
-    assert B.STORE.programs(B._kernel) == before
+    assert B.STORE.programs(BR._kernel) == before
     ref = mixed["res"]
     for j, i in enumerate(idx):  # the others are untouched
         if j in bad_slots:

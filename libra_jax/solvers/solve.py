@@ -274,7 +274,7 @@ def solve(p: Problem, objective: str = "perf", config: IpmConfig = IpmConfig(),
                 "price continuation assumes no constant power term); use solver.method=ipm.")
     if objective == "perf" or method == "optax":
         # One problem, alone in its call (ipm: the single-problem program,
-        # `batch._kernel_one`).
+        # `batch_run._kernel_one`).
         out = solve_batch([p], method=method, config=config if method == "ipm" else None)
     else:
         # The level search then solves ``batch`` cost levels of p at a time, in the chunk

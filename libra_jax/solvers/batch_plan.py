@@ -1,0 +1,276 @@
+"""The batch engine's call planner (`batch`): buckets, chunk sizes, tiers and their cost model.
+
+A problem's bucket (`bucket_shape`: D and K on the 1.5x ladder of `_ladder`, the other sizes
+powers of two), the padding of problems to a bucket (`pad_stacked`, `pad_concat`) and the
+stacking helpers (`stack`, `take`, `unstack`); the chunk sizes of a bucket's batch
+(`CHUNK_LADDER`, `chunk_plan`); the tiers of XLA optimisation and the measured
+compile-vs-padding cost model (`TIERS`, `problem_seconds`, `program_plan`) by which a call's
+buckets are merged (`plan_buckets`). Pure host-side planning: nothing here runs a kernel.
+See `batch`'s docstring for the whole engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from libra_jax.model.problem import (
+    ARRAY_FIELDS,
+    SIZE_AXES,
+    Problem,
+    problem_sizes,
+)
+
+CHUNK_LADDER = (16, 256, 1024, 65536, 524288)
+
+
+def default_max_chunk() -> int:
+    """Largest chunk per device call: 256 problems on CPUs, 65536 on accelerators. On 2 CPU
+    cores, 8,192 random problems at bucket (6, 8, 1, 1, 0, 0) took 36-41, 35-36, 32-33,
+    33-36 and 42-44 us each in chunks of 64, 128, 256, 512 and 1024 (larger chunks fall out
+    of the caches: 8192 ran 30-60% slower than 1024; smaller ones pay the call)."""
+    return 256 if jax.default_backend() == "cpu" else 65536
+
+
+def _ladder(n: int, minimum: int = 4) -> int:
+    """The bucket size of ``n`` dimensions or phases: the least of 4, 6, 8, 12, 16, 24, ...
+    (powers of two and 1.5x them) that holds max(n, ``minimum``). Padding a 2- or 3-dim
+    problem to 4 costs little and saves whole programs; above that a step of 1.5x pads at
+    most half of a problem's size (powers of two: up to all of it). On 2 cores, in chunks of
+    256, 4,096 problems of D 2-5 and K 1-8 took 36-39 us each at D 6 against 41-42 at D 8,
+    and 4,096 of K 1-12 (D 2-5, with budgets) 49-56 us at K 12 against 57-62 at K 16."""
+    n = max(n, minimum, 1)
+    top = 1 << (n - 1).bit_length()  # the power of two >= n
+    return top * 3 // 4 if top >= 4 and n <= top * 3 // 4 else top
+
+
+def _pow2(n: int, minimum: int = 0) -> int:
+    n = max(n, minimum)
+    return 0 if n == 0 else 1 << (n - 1).bit_length()
+
+
+def bucket_shape(p: Problem) -> tuple[int, ...]:
+    """The padded (D, K, I, E, J, R) a problem is solved at."""
+    d, k, i, e, j, r = problem_sizes(p)
+    return (_ladder(d), _ladder(k), _pow2(i), _pow2(e), _pow2(j), _pow2(r))
+
+
+#: The cost model of `plan_buckets`, measured on 2 CPU cores side by side in one run (the
+#: kernel of bucket (8, 8, 1, 1, 0, 0), 2,048 random problems:
+#: `experiments/bench_coldstart.py --calibrate`, `experiments/results/
+#: bench_coldstart_calibration.md`). A program costs its tracing and lowering (~1.5 s) and
+#: XLA's compilation, which depends on the tier:
+#:
+#: * "full": XLA's default optimisation: 5.4-6.1 s before the first chunk; 169-198 us per
+#:   problem in chunks of 256-1024 (334 in chunks of 16: ~2 ms per chunk);
+#: * "quick": LLVM at -O0 (``xla_backend_optimization_level=0``): 1.7-2.6 s; 3.8-5.3x
+#:   slower per problem (~9 ms per chunk): a first call of a few hundred problems is over
+#:   sooner, a large one pays for the full tier.
+#:
+#: Per problem, at "full", a bucket (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x
+#: (1 + (K + R) / 64) (measured 72-82 us at D 4, 162-220 us at D 8, 662 us at D 16 in
+#: chunks of 1024, whatever K). (Measured again on 2 cores of another machine for issue
+#: 30: 2.2-2.3 s before the first chunk at "full", 0.6-0.9 s at "quick"; 45 us per
+#: problem at "full" in chunks of 256, 73 in chunks of 1024: both the compilation and the
+#: run were ~2.5x faster there, so their ratio, which is what the plans use, held.) The tiers give the same results (the same XLA graph; only
+#: LLVM's optimisation of it differs: the before/after test runs both).
+TIERS = {"full": {}, "quick": {"xla_backend_optimization_level": 0}}
+
+
+COMPILE_SECONDS = {"full": 5.5, "quick": 2.0}
+
+
+#: The single-problem program (`_kernel_one`, chunk size 1) compiles in about this share of
+#: a chunk program's time (1.2 s against 1.8-2.0 s at the quick tier, 2 cores).
+SINGLE_COMPILE_SHARE = 0.6
+
+
+SLOWDOWN = {"full": 1.0, "quick": 4.5}
+
+
+#: Work per chunk besides its problems (slicing, casting, the call, fetching the results).
+CHUNK_SECONDS = {"full": 2e-3, "quick": 9e-3}
+
+
+def problem_seconds(shape: tuple[int, ...], tier: str = "full") -> float:
+    """Estimated kernel seconds per problem of bucket ``shape`` (see `TIERS`)."""
+    d, k, _, _, j, r = shape
+    return 9e-6 * (d + j) ** 1.5 * (1.0 + (k + r) / 64.0) * SLOWDOWN[tier]
+
+
+def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(max(x, y) for x, y in zip(a, b))
+
+
+def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
+                 compiled: frozenset = frozenset(),
+                 tiers=tuple(TIERS)) -> tuple[float, str, list[int]]:
+    """(estimated seconds, tier, chunk sizes) of the cheapest way to run ``n`` problems of
+    bucket ``shape``, given the programs (bucket, chunk size, tier) already ``compiled``."""
+    best = None
+    for tier in tiers:
+        sizes = {c for b, c, t in compiled if b == shape and t == tier}
+        plan = chunk_plan(n, max_chunk, sizes, problem_seconds(shape, tier),
+                          COMPILE_SECONDS[tier], CHUNK_SECONDS[tier])
+        new = {c for c in plan if c not in sizes}
+        cost = (sum(plan) * problem_seconds(shape, tier) + COMPILE_SECONDS[tier] * len(new)
+                + CHUNK_SECONDS[tier] * len(plan))
+        if best is None or cost < best[0]:
+            best = (cost, tier, plan)
+    return best
+
+
+def plan_buckets(counts: dict[tuple, int], max_chunk: int,
+                 compiled: frozenset = frozenset(), tiers=tuple(TIERS)) -> dict[tuple, tuple]:
+    """Which bucket each bucket's problems run in: ``{bucket: target}``, a target being the
+    bucket itself or a larger one (elementwise >=) they are padded up to.
+
+    Each program costs `COMPILE_SECONDS` of its tier to compile unless it is in
+    ``compiled`` (triples (bucket, chunk size, tier) this process has compiled already), and
+    every problem slot of a chunk costs `problem_seconds` of its bucket and tier
+    (`program_plan`). Buckets are merged greedily, the pair whose merge (into their
+    elementwise maximum, or into a compiled bucket holding both) saves the most estimated
+    seconds first, while a merge saves any. A first call of a few hundred mixed problems
+    thus compiles one quick program; a later call of thousands more compiles at most one
+    optimised program, or reuses what is there while the padding costs less than a new
+    program would."""
+
+    targets: dict[tuple, tuple] = {}  # (join, n) -> (cost, target), computed once each
+
+    def best_target(join, n):
+        if (join, n) not in targets:
+            options = [join] + [shape for shape, _, _ in compiled
+                                if all(x >= y for x, y in zip(shape, join))]
+            targets[join, n] = min(((program_plan(t, n, max_chunk, compiled, tiers)[0], t)
+                                    for t in set(options)), key=lambda ct: (ct[0], ct[1]))
+        return targets[join, n]
+
+    clusters = []  # [cost, target, join, n, members, id]
+    for shape, n in sorted(counts.items()):
+        c, t = best_target(shape, n)
+        clusters.append([c, t, shape, n, [shape], len(clusters)])
+    merges: dict[tuple, tuple] = {}  # (id a, id b) -> (saving, merged cluster)
+    uid = len(clusters)
+    while len(clusters) > 1:
+        best = None
+        for a in range(len(clusters)):
+            for b in range(a + 1, len(clusters)):
+                ca, cb = clusters[a], clusters[b]
+                key = (ca[5], cb[5])
+                if key not in merges:
+                    join, n = _join(ca[2], cb[2]), ca[3] + cb[3]
+                    c, t = best_target(join, n)
+                    merges[key] = (ca[0] + cb[0] - c, [c, t, join, n, ca[4] + cb[4]])
+                saving, merged = merges[key]
+                if saving > 0 and (best is None or saving > best[0]):
+                    best = (saving, a, b, merged)
+        if best is None:
+            break
+        _, a, b, merged = best
+        uid += 1
+        clusters = [c for i, c in enumerate(clusters) if i not in (a, b)] + [merged + [uid]]
+    return {shape: c[1] for c in clusters for shape in c[4]}
+
+
+def pad_stacked(p: Problem, shape: tuple[int, ...]) -> Problem:
+    """Pads a stacked batch ``p`` (leaves [B, ...], numpy) to ``shape`` = (D, K, I, E, J, R)
+    with the neutral entries of the module docstring, all problems at once: each field's axes
+    and fill value come from its metadata (`problem.ARRAY_FIELDS`)."""
+    if any(a > b for a, b in zip(problem_sizes(p), shape)):
+        raise ValueError(f"problems of size {problem_sizes(p)} do not fit the bucket {shape}")
+    size = dict(zip(SIZE_AXES, shape))
+
+    def pad(field):
+        meta = field.metadata
+        x = np.asarray(getattr(p, field.name), meta["dtype"])
+        axes = meta["axes"]
+        width = [(0, 0)] * (x.ndim - len(axes)) + [
+            (0, size[a] - n) for a, n in zip(axes, x.shape[x.ndim - len(axes):])]
+        if not any(w for _, w in width):
+            return x
+        return np.pad(x, width, constant_values=meta["fill"])
+
+    return dataclasses.replace(p, has_cost=False, **{f.name: pad(f) for f in ARRAY_FIELDS})
+
+
+def pad_concat(groups: list[Problem], shape: tuple[int, ...]) -> Problem:
+    """The stacked batches ``groups`` padded to ``shape`` (as `pad_stacked`) and
+    concatenated along the batch axis: one array per field, filled with the neutral values
+    and each group written into its block (no per-group padded copies)."""
+    for g in groups:
+        if any(a > b for a, b in zip(problem_sizes(g), shape)):
+            raise ValueError(f"problems of size {problem_sizes(g)} do not fit the bucket "
+                             f"{shape}")
+    size = dict(zip(SIZE_AXES, shape))
+    counts = [int(np.shape(g.lo)[0]) for g in groups]
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+    fields = {}
+    for field in ARRAY_FIELDS:
+        meta = field.metadata
+        axes = meta["axes"]
+        xs = [np.asarray(getattr(g, field.name)) for g in groups]
+        free = xs[0].shape[1:xs[0].ndim - len(axes)]
+        out = np.full((int(starts[-1]), *free, *(size[a] for a in axes)), meta["fill"],
+                      meta["dtype"])
+        for x, a, b in zip(xs, starts[:-1], starts[1:]):
+            out[(slice(a, b), ..., *(slice(0, k) for k in x.shape[x.ndim - len(axes):]))] = x
+        fields[field.name] = out
+    return dataclasses.replace(groups[0], has_cost=False, **fields)
+
+
+def stack(problems: list[Problem]) -> Problem:
+    """Stacks same-shape problems along a new leading batch axis (numpy leaves)."""
+    problems = [dataclasses.replace(q, has_cost=False) for q in problems]
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *problems)
+
+
+def take(p: Problem, idx) -> Problem:
+    """The problems ``idx`` of a stacked batch."""
+    return jax.tree.map(lambda x: np.asarray(x)[idx], p)
+
+
+def unstack(p: Problem, i: int) -> Problem:
+    """Problem ``i`` of a stacked batch (its own sizes are those of the batch)."""
+    return jax.tree.map(lambda x: np.asarray(x)[i], p)
+
+
+def ladder_sizes(max_chunk: int) -> list[int]:
+    """The `CHUNK_LADDER` sizes a call of at most ``max_chunk`` problems per chunk may use
+    (the smallest one always)."""
+    return [c for c in CHUNK_LADDER if c <= max(max_chunk, CHUNK_LADDER[0])]
+
+
+def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0,
+               compile_s: float = COMPILE_SECONDS["full"],
+               chunk_s: float = CHUNK_SECONDS["full"]) -> list[int]:
+    """Chunk sizes covering ``n`` problems, all from `CHUNK_LADDER` (<= ``max_chunk``; the
+    last chunk is padded by repeating a problem): the cheapest, by the cost model of
+    `plan_buckets` (``problem_s`` seconds per problem slot, ``compile_s`` per chunk size not
+    in ``compiled_sizes``, ``chunk_s`` per chunk), of full chunks of the largest
+    size then one of a size holding the rest, and one size throughout. With no cost given
+    that is the first: a bucket compiles a few programs whatever the batch sizes; a size
+    already compiled is reused rather than compiling another (a call of 10,000 after one of
+    200 runs 40 chunks of 256 unless a program of 1024 pays for its compilation)."""
+    ladder = ladder_sizes(max_chunk)
+    full, left = divmod(n, ladder[-1])
+    mixed = [ladder[-1]] * full
+    plans = []
+    if left:
+        plans += [mixed + [c] for c in ladder if c >= left]
+    else:
+        plans.append(mixed)
+    plans += [[c] * -(-n // c) for c in ladder if n > 0]
+    if n == 1:
+        # A single problem may also run alone: size 1 is the program `_kernel_one`, traced
+        # without vmap (cheaper to compile: `SINGLE_COMPILE_SHARE`), chosen when no compiled
+        # size costs less.
+        plans.append([1])
+
+    def cost(plan):
+        new = {c for c in plan if c not in compiled_sizes}
+        return (sum(plan) * problem_s + compile_s * len(new) * (
+            SINGLE_COMPILE_SHARE if plan == [1] else 1.0) + chunk_s * len(plan), sum(plan))
+
+    return min(plans, key=cost) if plans else []
