@@ -64,10 +64,12 @@ class FakeSolver:
         self.problems = 0
         self.kwargs: list[dict] = []
 
-    def __call__(self, batches, chunk=None, dtype=None, tier=None, fixed_programs=False):
+    def __call__(self, batches, chunk=None, dtype=None, tier=None, fixed_programs=False,
+                 iteration_limit=True):
         self.calls += 1
         self.kwargs.append(dict(chunk=chunk, dtype=dtype, tier=tier,
-                                fixed_programs=fixed_programs))
+                                fixed_programs=fixed_programs,
+                                iteration_limit=iteration_limit))
         bws, steps = [], []
         for stacked in batches:
             for i in range(len(stacked.compute_s)):

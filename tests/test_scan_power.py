@@ -87,7 +87,8 @@ class BoundedFakeSolver:
         self.calls = 0
         self.uppers: list = []
 
-    def __call__(self, batches, chunk=None, dtype=None, tier=None, fixed_programs=False):
+    def __call__(self, batches, chunk=None, dtype=None, tier=None, fixed_programs=False,
+                 iteration_limit=True):
         self.calls += 1
         bws, steps = [], []
         for stacked in batches:

@@ -271,7 +271,8 @@ def test_a_scan_asks_the_engine_for_fixed_programs(tmp_path):
     solver = FakeSolver()
     _run(tmp_path, solve_chunk=300, dedup=False, solver=solver)
     assert solver.kwargs == [{"chunk": 256, "dtype": np.dtype("float64"), "tier": "full",
-                              "fixed_programs": True}] * len(solver.kwargs)
+                              "fixed_programs": True, "iteration_limit": False}] * len(
+                                  solver.kwargs)
     assert solver.kwargs
 
 

@@ -126,7 +126,8 @@ def _call_jit(fn, args, static=None):
     return fn(*args, **(static or {}))
 
 
-def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="full"):
+def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="full",
+               iteration_limit=True):
     """Solves a padded stacked bucket in the chunks of ``plan`` (`chunk_plan`), with the
     programs of ``tier`` (`TIERS`); returns numpy arrays (bw [B, D], step_s, lb_s, violation,
     iterations, finite, started_inside). On one CPU device, two chunks run at a time from
@@ -137,7 +138,8 @@ def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="f
     more than `LIMIT_MIN_CHUNKS` chunks, the chunks after the first run under an iteration
     limit (`_IterationLimit`) and the few problems it stops are solved again from their start,
     in chunks of the size they ran in (the same program), without the limit: a problem's
-    iterations and result are those of one unlimited run, wherever and whenever it runs."""
+    iterations and result are those of one unlimited run, wherever and whenever it runs.
+    ``iteration_limit=False``: no limit in any chunk."""
     n = p.lo.shape[0]
     ndev = len(devices)
     if ndev == 1:
@@ -170,7 +172,8 @@ def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="f
     starts = np.concatenate([[0], np.cumsum(plan)[:-1]]).astype(int)
     jobs = [(np.arange(a, min(a + c, n)), int(c)) for a, c in zip(starts, plan) if a < n]
     threads = len(jobs) > 1 and ndev == 1 and devices[0].platform == "cpu"
-    limits = _IterationLimit(max_iter, n, len(jobs) > LIMIT_MIN_CHUNKS and is_ipm)
+    limits = _IterationLimit(max_iter, n,
+                             iteration_limit and len(jobs) > LIMIT_MIN_CHUNKS and is_ipm)
 
     def job(rows, size):
         limit = limits.current(size)

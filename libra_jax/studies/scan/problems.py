@@ -256,9 +256,11 @@ def solve_designs(
     t1 = time.perf_counter()
     # The full tier throughout: a scan makes many calls, and its first alone would pick the
     # quick tier (fast to compile, 4.5x slower to run) and keep it for all the others. Fixed
-    # programs: a design's result must not depend on the split (module docstring).
+    # programs: a design's result must not depend on the split (module docstring). No
+    # iteration limit: the designs come in order, so a bucket's first chunk is no sample of
+    # its others (with it, whole chunks were stopped and solved again).
     res = solver(batches, chunk=program_size(solve_chunk, dedup), dtype=np.dtype(dtype),
-                 tier="full", fixed_programs=True)
+                 tier="full", fixed_programs=True, iteration_limit=False)
     t2 = time.perf_counter()
     rows = []
     static_w = space.npus * space.npu_w
