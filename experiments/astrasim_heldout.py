@@ -232,6 +232,36 @@ def draw_case(seed: int, index: int) -> dict:
 KINDS = ("random", "overlap_comm", "disjoint_comm")
 
 
+def _comm_bound_layers(rng: random.Random, count: tuple[int, int], fwd_us: tuple[int, int],
+                       bwd_us: tuple[int, int], tp_mib: tuple[int, int], dp_kind: str,
+                       g_dp: int) -> list[dict]:
+    """The layers of a communication-bound ``dp_overlap`` draw (`draw_case_overlap_comm`,
+    `draw_case_disjoint_comm`): ``count`` layers (inclusive range), each with forward and
+    two backward computes (log-uniform us), TP all-reduces fwd / bwd of ``tp_mib`` MiB and a
+    DP all-reduce of 8-128 MiB or ZeRO (reduce-scatter of 8-128 MiB, all-gather of its
+    shard over the DP group of ``g_dp`` NPUs)."""
+
+    def big(lo_mib, hi_mib, unit=4 * KIB):
+        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
+        return max(unit, int(round(s / unit)) * unit)
+
+    def us(lo, hi):
+        return int(round(_log_uniform(rng, lo, hi)))
+
+    layers = []
+    for _ in range(rng.randint(*count)):
+        ly = {"fwd_us": us(*fwd_us), "bwd_in_us": us(*bwd_us), "bwd_w_us": us(*bwd_us),
+              "tp_fwd": _coll("all_reduce", big(*tp_mib), "tp"),
+              "tp_bwd": _coll("all_reduce", big(*tp_mib), "tp")}
+        if dp_kind == "zero":
+            s = big(8, 128, unit=4 * KIB * g_dp)
+            ly["dp"] = [_coll("reduce_scatter", s, "dp"), _coll("all_gather", s // g_dp, "dp")]
+        else:
+            ly["dp"] = _coll("all_reduce", big(8, 128), "dp")
+        layers.append(ly)
+    return layers
+
+
 def draw_case_overlap_comm(seed: int, index: int) -> dict:
     """One drawn case of kind ``overlap_comm``; ``draw_id`` = c<seed>_<index>.
 
@@ -262,24 +292,7 @@ def draw_case_overlap_comm(seed: int, index: int) -> dict:
         dp_kind = "zero"
     g_dp = _group_size(npd, dp_dims)
 
-    def big(lo_mib, hi_mib, unit=4 * KIB):
-        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
-        return max(unit, int(round(s / unit)) * unit)
-
-    def us(lo, hi):
-        return int(round(_log_uniform(rng, lo, hi)))
-
-    layers = []
-    for _ in range(rng.randint(2, 5)):
-        ly = {"fwd_us": us(20, 400), "bwd_in_us": us(5, 150), "bwd_w_us": us(5, 150),
-              "tp_fwd": _coll("all_reduce", big(8, 64), "tp"),
-              "tp_bwd": _coll("all_reduce", big(8, 64), "tp")}
-        if dp_kind == "zero":
-            s = big(8, 128, unit=4 * KIB * g_dp)
-            ly["dp"] = [_coll("reduce_scatter", s, "dp"), _coll("all_gather", s // g_dp, "dp")]
-        else:
-            ly["dp"] = _coll("all_reduce", big(8, 128), "dp")
-        layers.append(ly)
+    layers = _comm_bound_layers(rng, (2, 5), (20, 400), (5, 150), (8, 64), dp_kind, g_dp)
     return {
         "draw_id": f"c{seed}_{index:04d}",
         "group": "overlap_comm",
@@ -328,24 +341,7 @@ def draw_case_disjoint_comm(seed: int, index: int) -> dict:
     dp_kind = "all_reduce" if rng.random() < 0.8 else "zero"
     g_dp = _group_size(npd, dp_dims)
 
-    def big(lo_mib, hi_mib, unit=4 * KIB):
-        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
-        return max(unit, int(round(s / unit)) * unit)
-
-    def us(lo, hi):
-        return int(round(_log_uniform(rng, lo, hi)))
-
-    layers = []
-    for _ in range(rng.randint(3, 8)):
-        ly = {"fwd_us": us(1, 50), "bwd_in_us": us(1, 50), "bwd_w_us": us(1, 50),
-              "tp_fwd": _coll("all_reduce", big(16, 64), "tp"),
-              "tp_bwd": _coll("all_reduce", big(16, 64), "tp")}
-        if dp_kind == "zero":
-            s = big(8, 128, unit=4 * KIB * g_dp)
-            ly["dp"] = [_coll("reduce_scatter", s, "dp"), _coll("all_gather", s // g_dp, "dp")]
-        else:
-            ly["dp"] = _coll("all_reduce", big(8, 128), "dp")
-        layers.append(ly)
+    layers = _comm_bound_layers(rng, (3, 8), (1, 50), (1, 50), (16, 64), dp_kind, g_dp)
     return {
         "draw_id": f"d{seed}_{index:04d}",
         "group": "disjoint_comm",
