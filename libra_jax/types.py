@@ -68,6 +68,94 @@ class StepNode:
     group: tuple[int, ...] = ()
 
 
+class TraceNode(enum.IntEnum):
+    """Kinds of an imported trace's nodes (`RankTrace.kind`)."""
+
+    COMPUTE = 0
+    COLLECTIVE = 1
+    SEND = 2
+    RECV = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class CommGroup:
+    """The group of NPUs an imported collective runs over. Exactly one of:
+
+    * ``involved``: [D] whole network dimensions (Chakra's ``involved_dim``): the group of an
+      NPU is the NPUs that share its coordinates on the dimensions not involved, and the
+      collective runs ASTRA-sim's hierarchical algorithm over the involved dimensions;
+    * ``ranks``: the NPUs listed for a ``pg_name`` communicator group (ASTRA-sim's
+      ``--comm-group-configuration``), in the listed order: a flat ring over them on
+      dimension 0's queue. ``name`` is the ``pg_name``.
+    """
+
+    name: str
+    involved: tuple[bool, ...] | None = None
+    ranks: tuple[int, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RankTrace:
+    """One rank's step graph as read from its Chakra ET (``<prefix>.<rank>.et``), as
+    parallel arrays over its N kept nodes in ascending ET node id order.
+
+    Attributes:
+      rank: the NPU id. path: the file it came from.
+      node_id: int64 [N] the ET node ids (errors and logs name them).
+      name: the nodes' names (a tuple of N strings).
+      kind: int8 [N] `TraceNode` codes.
+      duration_ns: float64 [N] compute time (COMPUTE nodes; 0 elsewhere), ns.
+      collective: int8 [N] `Collective` code of COLLECTIVE nodes (0 elsewhere).
+      size_bytes: float64 [N] ``comm_size`` (COLLECTIVE, SEND, RECV), bytes.
+      group: int32 [N] index into `TraceSet.groups` (COLLECTIVE nodes; -1 elsewhere).
+      peer: int32 [N] destination NPU (SEND) or source NPU (RECV); -1 elsewhere.
+      tag: int64 [N] ``comm_tag`` (SEND / RECV; -1 elsewhere).
+      dep_ptr: int64 [N + 1], deps: int32 [E]: node i waits for
+        ``deps[dep_ptr[i]:dep_ptr[i + 1]]`` (indices into these arrays; acyclic).
+    """
+
+    rank: int
+    path: str
+    node_id: np.ndarray
+    name: tuple
+    kind: np.ndarray
+    duration_ns: np.ndarray
+    collective: np.ndarray
+    size_bytes: np.ndarray
+    group: np.ndarray
+    peer: np.ndarray
+    tag: np.ndarray
+    dep_ptr: np.ndarray
+    deps: np.ndarray
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_id.shape[0])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TraceSet:
+    """A whole step as a set of per-rank Chakra traces (`inputs.chakra_import.read_chakra`).
+
+    Attributes:
+      prefix: the ``<prefix>`` of ``<prefix>.<rank>.et``.
+      ranks: one `RankTrace` per NPU, rank order (``ranks[r].rank == r``).
+      groups: the collectives' groups (`CommGroup`), referenced by `RankTrace.group`.
+      skipped: what was read but not kept, reason -> count (CPU ops, invalid nodes, ...).
+      notes: the rules applied while reading, one sentence each, for the log.
+    """
+
+    prefix: str
+    ranks: tuple
+    groups: tuple
+    skipped: dict
+    notes: tuple = ()
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.ranks)
+
+
 class Block(enum.IntEnum):
     RING = 0
     FULLYCONNECTED = 1
