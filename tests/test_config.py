@@ -84,7 +84,8 @@ def test_default_config_has_every_key():
                                 "latency_ns", "span_m"}
     assert set(cfg.cost_model) == {"file"}
     assert set(cfg.workload) == {
-        "file", "communicator_file", "generator", "model", "parallel", "npu",
+        "file", "communicator_file", "generator", "model", "parallel", "npu", "chakra_et",
+        "comm_groups",
     }
     assert set(cfg.constraints) == {
         "total_bw_gbps",

@@ -46,6 +46,11 @@ TRAIN = {
                                    "workloads)"),
     "workload.generator": ("-", "generate the workload from a model description instead "
                            "(`workload.file` must be null; presets: `dnn=<name>`)"),
+    "workload.chakra_et": ("path prefix", "a Chakra trace set instead: `<prefix>.<rank>.et` "
+                           "(or `.et.gz`) for every NPU (`workload.file` must be null; needs "
+                           "`model=pipelined`; see Bring your own trace)"),
+    "workload.comm_groups": ("path", "the trace set's `pg_name` communicator groups: ASTRA-sim's "
+                             "`--comm-group-configuration` JSON `{\"<id>\": [npus...]}`"),
     "workload.model": ("-", "the generator's model: architecture and batch (`layers hidden heads "
                        "ffn_hidden seq_len ...`; see Workloads from a model description)"),
     "workload.parallel": ("-", "the parallel mapping: `tp pp dp` (product = NPUs), `zero_stage`, "

@@ -91,6 +91,10 @@ class WorkloadConfig:
     file: Optional[str] = None
     communicator_file: Optional[str] = None
     generator: Optional[Generator] = None  # transformer | moe | resnet50 | dlrm (file: null)
+    # A Chakra trace set: <prefix>.<rank>.et (or .et.gz) per NPU (file: null); its pg_name
+    # groups from ASTRA-sim's --comm-group-configuration JSON ({"<id>": [npus...]}).
+    chakra_et: Optional[str] = None
+    comm_groups: Optional[str] = None
     model: Dict[str, Any] = dataclasses.field(default_factory=dict)  # architecture, batch
     parallel: Dict[str, Any] = dataclasses.field(default_factory=dict)  # tp/pp/dp, ZeRO, ...
     npu: Dict[str, Any] = dataclasses.field(default_factory=dict)  # TFLOP/s, efficiency, GB

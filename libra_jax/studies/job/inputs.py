@@ -126,7 +126,77 @@ def to_inputs(
         )
 
     # Cheap consistency checks first, before any file is read.
-    source = _network_source(c.network)
+    _network_source(c.network)
+    _check_cost_keys(c)
+    generated = c.workload.generator is not None
+    if generated and (c.workload.file is not None or c.workload.communicator_file is not None):
+        raise LibraInputError(
+            f"workload.generator={show(c.workload.generator)} and workload.file="
+            f"{show(c.workload.file)} / workload.communicator_file="
+            f"{show(c.workload.communicator_file)} "
+            "are both set: a workload is either generated or read from a file; set "
+            "workload.file=null workload.communicator_file=null (or workload.generator=null)."
+        )
+    check_workload_source(c.workload)
+    if c.workload.chakra_et is not None:
+        raise LibraInputError(
+            f"workload.chakra_et={show(c.workload.chakra_et)}: an imported trace set is read "
+            "by trace_inputs (libra-train and libra-evaluate run it); this run needs a "
+            "workload as a file or a generator.")
+    if not generated and c.workload.file is None:
+        raise LibraInputError(
+            "workload.file is null; give a workload (ASTRA-sim 1.0 text or native YAML), e.g. "
+            f"workload.file=workload/Turing_NLG.txt, {preset_hint()}, or generate one "
+            "(workload.generator=transformer with a model, e.g. dnn=gpt3_175b)."
+        )
+
+    # Resolve every path before loading anything, so a typo is reported at once.
+    workload_path = (
+        None if generated else resolve_path(c.workload.file, "workload.file", base_dir)
+    )
+    communicator_path = (
+        resolve_path(c.workload.communicator_file, "workload.communicator_file", base_dir)
+        if c.workload.communicator_file is not None
+        else None
+    )
+    network, cost_rates, spec = design_inputs(c, base_dir)
+    if generated:
+        workload = generate(c.workload.generator.value, c.workload.model, c.workload.parallel,
+                            c.workload.npu, network.npus)
+    else:
+        workload = load_workload(
+            workload_path, communicator_file=communicator_path, num_dims=network.num_dims
+        )
+    check_workload_network(workload, network)
+    return network, workload, cost_rates, spec
+
+
+def check_workload_source(w: WorkloadConfig) -> None:
+    """Exactly one of ``workload.file``, ``workload.chakra_et`` and ``workload.generator``
+    (a workload is read from one file, from a trace set, or generated); ``comm_groups``
+    only with ``chakra_et``."""
+    given = [k for k in ("file", "chakra_et", "generator") if getattr(w, k) is not None]
+    if len(given) > 1:
+        raise LibraInputError(
+            " and ".join(f"workload.{k}={show(getattr(w, k))}" for k in given)
+            + f" are {'both' if len(given) == 2 else 'all'} set: a workload is read from a file (workload.file), from a Chakra "
+            "trace set (workload.chakra_et) or generated (workload.generator); set the "
+            f"others to null (e.g. workload.{given[0]}=null).")
+    if w.comm_groups is not None and w.chakra_et is None:
+        raise LibraInputError(
+            f"workload.comm_groups={show(w.comm_groups)} is the communicator groups of a "
+            "Chakra trace set, but workload.chakra_et is null; give the traces "
+            "(workload.chakra_et=<prefix> for <prefix>.<rank>.et) or set "
+            "workload.comm_groups=null.")
+    if w.chakra_et is not None and w.communicator_file is not None:
+        raise LibraInputError(
+            f"workload.communicator_file={show(w.communicator_file)} belongs to a workload "
+            "file; a trace set's groups come from its nodes (involved_dim, pg_name) and "
+            "workload.comm_groups. Set workload.communicator_file=null.")
+
+
+def _check_cost_keys(c: LibraConfig) -> None:
+    """Keys that need a cost model have one."""
     if c.cost_model.file is None:
         if c.objective == "perf_per_cost":
             raise LibraInputError(
@@ -139,23 +209,15 @@ def to_inputs(
                 "but cost_model.file is null; set cost_model.file or "
                 "constraints.max_cost_usd=null."
             )
-    generated = c.workload.generator is not None
-    if generated and (c.workload.file is not None or c.workload.communicator_file is not None):
-        raise LibraInputError(
-            f"workload.generator={show(c.workload.generator)} and workload.file="
-            f"{show(c.workload.file)} / workload.communicator_file="
-            f"{show(c.workload.communicator_file)} "
-            "are both set: a workload is either generated or read from a file; set "
-            "workload.file=null workload.communicator_file=null (or workload.generator=null)."
-        )
-    if not generated and c.workload.file is None:
-        raise LibraInputError(
-            "workload.file is null; give a workload (ASTRA-sim 1.0 text or native YAML), e.g. "
-            f"workload.file=workload/Turing_NLG.txt, {preset_hint()}, or generate one "
-            "(workload.generator=transformer with a model, e.g. dnn=gpt3_175b)."
-        )
 
-    # Resolve every path before loading anything, so a typo is reported at once.
+
+def design_inputs(
+    c: LibraConfig, base_dir: str | os.PathLike | None = None
+) -> tuple[Network, np.ndarray | None, ConstraintSpec]:
+    """The design part of a run config: ``(network, cost_rates [D] $ per GB/s or None,
+    spec)`` (`to_inputs` without the workload; a trace set's run uses it as is)."""
+    source = _network_source(c.network)
+    _check_cost_keys(c)
     network_path = (
         resolve_path(c.network.file, "network.file", base_dir) if source == "file" else None
     )
@@ -164,15 +226,6 @@ def to_inputs(
         if c.cost_model.file is not None
         else None
     )
-    workload_path = (
-        None if generated else resolve_path(c.workload.file, "workload.file", base_dir)
-    )
-    communicator_path = (
-        resolve_path(c.workload.communicator_file, "workload.communicator_file", base_dir)
-        if c.workload.communicator_file is not None
-        else None
-    )
-
     if source == "file":
         network = load_network_file(network_path)
     elif source == "notation":
@@ -207,15 +260,6 @@ def to_inputs(
             "Energy (e.g. cost_model.file=technologies.yaml)"
             f"{'' if cost_path is None else ', but ' + str(cost_path) + ' has none'}.")
 
-    if generated:
-        workload = generate(c.workload.generator.value, c.workload.model, c.workload.parallel,
-                            c.workload.npu, network.npus)
-    else:
-        workload = load_workload(
-            workload_path, communicator_file=communicator_path, num_dims=network.num_dims
-        )
-    check_workload_network(workload, network)
-
     k = c.constraints
     spec = ConstraintSpec(
         total_bw_gbps=k.total_bw_gbps,
@@ -229,7 +273,7 @@ def to_inputs(
         power_rates_w_per_gbps=None if phys is None or phys.power_rates is None
         else list(phys.power_rates),
     )
-    return network, workload, cost_rates, spec
+    return network, cost_rates, spec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,226 @@
+"""The jobs of an imported Chakra trace set (``workload.chakra_et=<prefix>``, issue 32):
+``libra-evaluate`` times the step at a given design, ``libra-train`` finds the design of the
+fastest step (or the objective's best) under the run's constraints.
+
+* Inputs: the design part of the config as every run has it (`inputs.design_inputs`), the
+  trace set (`inputs.chakra_import.read_chakra`, its ranks one per NPU of the network) and
+  the timing model (``model=pipelined``: the step as ASTRA-sim's system layer runs it, with
+  ``system.*``). The trace's own dependencies say what overlaps, so ``training_loop`` and
+  ``schedule`` keep their defaults.
+* Evaluate: `step_trace.simulate_trace` at the design: the step (max over the ranks, as
+  ASTRA-sim reports it), each class of identical ranks' finish, and the lower bound of
+  `trace_rows.TraceBound` at the design (how much of the step the critical path explains).
+* Train: the cutting plane of `trace_rows`: solve the model over the paths found so far,
+  add the longest path at the new design, until no path is longer than the model there
+  (or `MAX_ROUNDS`); the design is then simulated exactly, and the gap between that
+  simulated step and the solver's certified lower bound of the model is the certified gap
+  to the best simulated step (the model bounds the simulated step from below everywhere).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import numpy as np
+
+from libra_jax.inputs.chakra_import import read_chakra
+from libra_jax.inputs.paths import resolve_path
+from libra_jax.inputs.topology import Network
+from libra_jax.model import step_trace
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
+from libra_jax.model.timing import TimingModel
+from libra_jax.model.trace_rows import TraceBound
+from libra_jax.solvers.solve import SolveResult, equal_split, solve
+from libra_jax.studies.job.config import LibraConfig
+from libra_jax.studies.job.inputs import check_workload_source, design_inputs, to_timing
+from libra_jax.types import LibraInputError, TraceSet, show
+
+log = logging.getLogger(__name__)
+
+#: Most cutting-plane rounds of `train_trace` (each adds one path); the gap is certified
+#: whenever it stops.
+MAX_ROUNDS = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceInputs:
+    """A trace run's inputs: network, cost rates [D] $ per GB/s (or None), spec, timing
+    model, the trace set and where it came from."""
+
+    network: Network
+    cost_rates: np.ndarray | None
+    spec: ConstraintSpec
+    timing_model: TimingModel
+    trace: TraceSet
+    prefix: str
+
+
+def trace_inputs(c: LibraConfig) -> TraceInputs:
+    """The config of a trace run turned into its inputs (`TraceInputs`)."""
+    w = c.workload
+    check_workload_source(w)
+    if w.chakra_et is None:
+        raise LibraInputError("workload.chakra_et is null: this run reads no trace set.")
+    if c.workloads is not None or c.cosearch.enabled:
+        raise LibraInputError(
+            f"workload.chakra_et={show(w.chakra_et)} with "
+            f"{'workloads=...' if c.workloads is not None else 'cosearch.enabled=true'}: "
+            "a trace set is one fixed job (its mapping is in the trace); run it alone.")
+    if c.model != "pipelined":
+        raise LibraInputError(
+            f"workload.chakra_et={show(w.chakra_et)} with model={c.model}: a trace set is "
+            "timed as ASTRA-sim runs it, by the simulated step; set model=pipelined.")
+    if c.training_loop != "no_overlap":
+        raise LibraInputError(
+            f"training_loop={c.training_loop}: a trace set's own dependencies say what "
+            "overlaps; remove training_loop (keep its default).")
+    network, cost_rates, spec = design_inputs(c)
+    tm, chunk_counts = to_timing(c, network.num_dims, network)
+    if chunk_counts is not None:
+        raise LibraInputError(
+            f"system.chunks = {show(list(chunk_counts))}: a trace set's run takes one chunk "
+            "count (the chunk-count search is for generated and file workloads).")
+    groups = None if w.comm_groups is None else str(
+        resolve_path(w.comm_groups, "workload.comm_groups"))
+    trace = read_chakra(w.chakra_et, groups, num_dims=network.num_dims)
+    npus = int(np.prod(network.npus))
+    if trace.num_ranks != npus:
+        raise LibraInputError(
+            f"workload.chakra_et={show(w.chakra_et)}: {trace.num_ranks} ranks "
+            f"({trace.prefix}.0.et .. .{trace.num_ranks - 1}.et) but the network "
+            f"{network.notation} has {npus} NPUs; ASTRA-sim runs one rank per NPU: give a "
+            "network of that many NPUs.")
+    return TraceInputs(network, cost_rates, spec, tm, trace, str(w.chakra_et))
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceEvaluation:
+    """A design evaluated on a trace set.
+
+    Attributes:
+      inputs: the `TraceInputs`. bandwidth_gbps: [D] the design, GB/s per NPU.
+      timing: `step_trace.simulate_trace`'s result (step ns, each rank's end).
+      lower_bound_ns: the critical path at the design, every node at its isolated time
+        (`TraceBound.longest_path`): what the step would take without any contention.
+      network_cost_usd: the design's cost, or None without a cost model.
+      simulate_seconds: wall time of the simulation.
+    """
+
+    inputs: TraceInputs
+    bandwidth_gbps: np.ndarray
+    timing: object
+    lower_bound_ns: float
+    network_cost_usd: float | None
+    simulate_seconds: float
+
+
+def simulate(inputs: TraceInputs, bw) -> object:
+    """The simulated step of the trace set at ``bw`` [D] GB/s (`step_trace.simulate_trace`)."""
+    n = inputs.network
+    return step_trace.simulate_trace(inputs.trace, n.block_codes, n.npus,
+                                     np.asarray(bw, np.float64), inputs.timing_model)
+
+
+def evaluate_trace(c: LibraConfig, bw: np.ndarray) -> TraceEvaluation:
+    """Time the trace set at the design ``bw`` [D] GB/s (already checked)."""
+    inputs = trace_inputs(c)
+    used = _used_dims(inputs)
+    zero = [d for d in used if bw[d] <= 0]
+    if zero:
+        raise LibraInputError(
+            f"bandwidth_gbps[{zero[0]}] = {show(float(bw[zero[0]]))} but the trace set's "
+            f"traffic crosses dimension {zero[0]}: give it a bandwidth > 0.")
+    t0 = time.perf_counter()
+    timing = simulate(inputs, bw)
+    seconds = time.perf_counter() - t0
+    bound = TraceBound(inputs.trace, inputs.network, inputs.timing_model)
+    lower, _ = bound.longest_path(np.where(bw > 0, bw, 1.0))
+    cost = None if inputs.cost_rates is None else float(inputs.cost_rates @ bw)
+    return TraceEvaluation(inputs, bw, timing, float(lower), cost, seconds)
+
+
+def _used_dims(inputs: TraceInputs) -> list[int]:
+    """The dimensions some collective or message of the trace set crosses."""
+    bound = TraceBound(inputs.trace, inputs.network, inputs.timing_model)
+    rows = bound.rows([])
+    return [d for d in range(inputs.network.num_dims) if np.any(rows.coef_gb[:, d] > 0)]
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceRun:
+    """`train_trace`'s result.
+
+    Attributes:
+      inputs: the `TraceInputs`.
+      result: the solver's `SolveResult` on the final model (its ``lower_bound`` is a
+        certified lower bound of the best simulated step, for ``objective=perf``).
+      exact_step_ns: the simulated step at the optimum (ns).
+      timing: the simulation at the optimum.
+      baseline_bw_gbps, baseline_exact_ns: the equal split of the budget (or the feasible
+        point nearest to it) and its simulated step.
+      rounds: cutting-plane rounds (paths in the model). converged: the last design's
+        longest path equals the model there (no path left to add).
+      solve_seconds: the solves and the path searches, wall; compile_seconds: JAX
+        compilation in the solves.
+    """
+
+    inputs: TraceInputs
+    result: SolveResult
+    exact_step_ns: float
+    timing: object
+    baseline_bw_gbps: np.ndarray
+    baseline_exact_ns: float
+    rounds: int
+    converged: bool
+    solve_seconds: float
+    compile_seconds: float
+
+
+def train_trace(c: LibraConfig, power_kwargs: dict) -> TraceRun:
+    """The design the run's objective prefers for the trace set (module docstring)."""
+    if c.bandwidth_gbps is not None:
+        raise LibraInputError(
+            f"bandwidth_gbps={show(list(c.bandwidth_gbps))} is an input of libra-evaluate "
+            "(evaluate a given design); libra-train optimises the bandwidths. Remove it, or "
+            "run libra-evaluate.")
+    inputs = trace_inputs(c)
+    net = inputs.network
+    bound = TraceBound(inputs.trace, net, inputs.timing_model)
+    t0 = time.perf_counter()
+    paths = [bound.longest_path(_start_point(inputs))[1]]
+    compile_s = 0.0
+    converged = False
+    while True:
+        rows = bound.rows(paths)
+        problem = problem_from_arrays(np.zeros((0, net.num_dims)), np.zeros(0), 0.0,
+                                      inputs.cost_rates, inputs.spec, rows=rows)
+        result = solve(problem, objective=c.objective, method=c.solver.method,
+                       **power_kwargs)
+        compile_s += float(result.compile_seconds or 0.0)
+        if result.status != "ok" or len(paths) >= MAX_ROUNDS:
+            break
+        x = np.asarray(result.bandwidth_gbps, np.float64)
+        longest, path = bound.longest_path(x)
+        if longest <= bound.value_ns(rows, x) * (1 + 1e-9) + 1e-6:
+            converged = True
+            break
+        paths.append(path)
+    seconds = time.perf_counter() - t0 - compile_s
+    log.info("trace %s: %d cutting-plane rounds (%s), %.2f s", inputs.prefix, len(paths),
+             "converged" if converged else "stopped", seconds)
+    timing = simulate(inputs, result.bandwidth_gbps)
+    base = equal_split(problem)
+    base_timing = simulate(inputs, base.bandwidth_gbps)
+    return TraceRun(inputs, result, float(timing.time_ns), timing,
+                    np.asarray(base.bandwidth_gbps, np.float64), float(base_timing.time_ns),
+                    len(paths), bool(converged), seconds, compile_s)
+
+
+def _start_point(inputs: TraceInputs) -> np.ndarray:
+    """A design to find the first path at: the equal split of the budget, else 1 GB/s per
+    dimension (only which path is longest there matters)."""
+    d = inputs.network.num_dims
+    total = inputs.spec.total_bw_gbps
+    return np.full(d, float(total) / d if total else 1.0)
