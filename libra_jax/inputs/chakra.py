@@ -480,3 +480,11 @@ def _node_dict(node, path: str, what: str) -> dict[str, Any]:
         "duration_micros": node.duration_micros,
         "attrs": _attr_values(node.attr),
     }
+
+
+# --------------------------------------------------------------------------- shared rules
+# The multi-rank writer (`inputs/chakra_export.py`) writes with the same rules: these are
+# their public names (one rounding of compute times and sizes, one attribute builder).
+micros = _micros
+round_half_up = _round_half_up
+et_attr = _attr
