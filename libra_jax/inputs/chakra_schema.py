@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import enum
 
+import numpy as np
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from libra_jax.types import Collective
@@ -149,17 +151,35 @@ def _file_descriptor_proto() -> descriptor_pb2.FileDescriptorProto:
     return fdp
 
 
-def _build_classes() -> dict[str, type]:
+#: The reader's own file (not part of Chakra's schema): ``NodeList {repeated Node nodes =
+#: 1;}``. A framed node (its length as a varint, then its bytes) preceded by the tag byte
+#: ``0x0A`` (field 1, length-delimited) is exactly one entry of ``nodes`` on the wire, so a
+#: whole file's nodes parse in one call (`frames_as_node_list`).
+_READING_FILE = "libra_jax_chakra_reading.proto"
+
+
+def _reading_descriptor_proto() -> descriptor_pb2.FileDescriptorProto:
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name=_READING_FILE, package="LibraJaxChakraReading", syntax="proto3",
+        dependency=["et_def.proto"])
+    _add_field(fdp.message_type.add(name="NodeList"), "nodes", 1, "Node", "repeated")
+    return fdp
+
+
+def _build_classes() -> tuple[dict[str, type], type]:
     pool = descriptor_pool.DescriptorPool()  # private: no clash with a real et_def_pb2
     pool.Add(_file_descriptor_proto())
+    pool.Add(_reading_descriptor_proto())
     file = pool.FindFileByName("et_def.proto")
     get_class = getattr(message_factory, "GetMessageClass", None)  # newer protobuf
     if get_class is None:  # pragma: no cover -- older protobuf (3.20 has no GetMessageClass)
         get_class = message_factory.MessageFactory(pool).GetPrototype
-    return {name: get_class(desc) for name, desc in file.message_types_by_name.items()}
+    classes = {name: get_class(desc) for name, desc in file.message_types_by_name.items()}
+    node_list = get_class(pool.FindMessageTypeByName("LibraJaxChakraReading.NodeList"))
+    return classes, node_list
 
 
-CLASSES = _build_classes()
+CLASSES, NodeList = _build_classes()
 AttributeProto = CLASSES["AttributeProto"]
 BoolList = CLASSES["BoolList"]
 GlobalMetadata = CLASSES["GlobalMetadata"]
@@ -198,3 +218,103 @@ def encode_message(message) -> bytes:
     as a varint, then its serialised bytes."""
     body = message.SerializeToString()
     return varint(len(body)) + body
+
+
+# --------------------------------------------------------------------------- reading
+class FramingError(Exception):
+    """The framing of a trace is broken (`split_frames`): ``index`` is the message's
+    position in the file (0 = the first), ``pos`` its byte offset, ``detail`` what is
+    wrong; the caller names the file."""
+
+    def __init__(self, index: int, pos: int, detail: str):
+        super().__init__(f"message {index} at byte {pos}: {detail}")
+        self.index, self.pos, self.detail = index, pos, detail
+
+
+def split_frames(data: bytes) -> list[int]:
+    """The byte offsets of the length-prefixed messages of a trace file, in file order:
+    message k is ``data[offsets[k]:offsets[k + 1]]`` (the last one ends with the data), its
+    length as a varint, then its bytes (`frame_body`).
+
+    Raises:
+      FramingError: a length that is not a complete varint, or a message that runs past
+        the end of the data (a truncated file).
+    """
+    out, pos, n = [], 0, len(data)
+    while pos < n:
+        first = data[pos]
+        if first < 0x80:  # lengths under 128 bytes: one varint byte
+            end = pos + 1 + first
+        else:
+            varint_ = read_varint(data, pos)
+            if varint_ is None:
+                raise FramingError(len(out), pos, "its length is not a complete varint")
+            size, start = varint_
+            end = start + size
+        if end > n:
+            size, start = read_varint(data, pos)
+            raise FramingError(
+                len(out), pos, f"it says it has {size} bytes but the data end "
+                f"{n - start} bytes later (truncated)")
+        out.append(pos)
+        pos = end
+    return out
+
+
+def frame_body(data: bytes, pos: int) -> tuple[int, int]:
+    """``(start, end)`` of the bytes of the message framed at ``data[pos:]`` (already
+    checked by `split_frames`)."""
+    size, start = read_varint(data, pos)
+    return start, start + size
+
+
+def frames_as_node_list(data: bytes, offsets: list[int]) -> bytes:
+    """The serialised `NodeList` of the framed messages at ``offsets`` (from
+    `split_frames`, consecutive, the last one ending with the data): each frame with the
+    tag byte of ``NodeList.nodes`` (0x0A) before it."""
+    if not offsets:
+        return b""
+    head = offsets[0]
+    body = np.frombuffer(data, np.uint8)[head:]
+    return np.insert(body, np.asarray(offsets, np.int64) - head, 0x0A).tobytes()
+
+
+def top_level_fields(body: bytes) -> set[tuple[int, int]] | None:
+    """The ``(field number, wire type)`` pairs at the top level of a serialised message,
+    or None if its bytes are not well-formed protobuf wire data. Bounded: one pass."""
+    seen, pos, n = set(), 0, len(body)
+    while pos < n:
+        key = read_varint(body, pos)
+        if key is None:
+            return None
+        tag, pos = key
+        number, wire = tag >> 3, tag & 7
+        if number == 0:
+            return None
+        seen.add((number, wire))
+        if wire == 0:
+            value = read_varint(body, pos)
+            if value is None:
+                return None
+            pos = value[1]
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length = read_varint(body, pos)
+            if length is None:
+                return None
+            pos = length[1] + length[0]
+        else:  # groups (3, 4) are not used by proto3; 6, 7 do not exist
+            return None
+        if pos > n:
+            return None
+    return seen
+
+
+#: The fields of a ``GlobalMetadata`` on the wire: version (1) and attr (2), both
+#: length-delimited. A first message with any other field is a ``Node`` (a file of the
+#: 2023 format, which has no metadata record: a node's id is field 1 as a varint, its type
+#: field 3, ...).
+METADATA_WIRE_FIELDS = frozenset({(1, 2), (2, 2)})
