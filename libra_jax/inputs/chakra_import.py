@@ -257,6 +257,8 @@ def _read_bytes(path: str) -> bytes:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as f:
                 data = f.read(limit + 1)
+                if len(data) <= limit:
+                    f.read(1)  # at the end: gzip checks the stream's end marker here
         else:
             with open(path, "rb") as f:
                 data = f.read(limit + 1)
@@ -453,7 +455,12 @@ class _Groups:
         if cached is None:
             cached = self.pg_cache[name] = self._pg_group(name, where)
         group, members = cached
-        if members is not None and rank not in members:
+        if members is None:
+            self.notes.add(("whole", name),
+                           f"pg_name {name!r} is a group of all {self.num_ranks} NPUs: run "
+                           f"as the ordinary collective over every dimension, as ASTRA-sim "
+                           f"does ({{n}} node(s)).")
+        elif rank not in members:
             raise LibraInputError(
                 f"{where}: pg_name {name!r}: group {list(group.ranks) if group.ranks else ''}"
                 f" of {self.source} does not list rank {rank}, which runs this collective.")
@@ -488,10 +495,6 @@ class _Groups:
         if len(ranks) == self.num_ranks:
             d = self._need_dims(where, f"pg_name {name!r} is a group of all "
                                        f"{self.num_ranks} NPUs")
-            self.notes.add(("whole", gid),
-                           f"pg_name {name!r} is a group of all {self.num_ranks} NPUs: run "
-                           f"as the ordinary collective over every dimension, as ASTRA-sim "
-                           f"does ({{n}} node(s)).")
             return CommGroup(name=name, involved=(True,) * d), None
         return CommGroup(name=name, ranks=tuple(ranks)), frozenset(ranks)
 
