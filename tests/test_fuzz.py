@@ -374,6 +374,34 @@ def test_large_flow_list_is_handled_in_bounded_time(runner):
     _check(runner.run(case, solve=False), case)
 
 
+# ------------------------------------------------------------ the trace section
+
+
+def test_trace_seed_sets_are_valid(tmp_path):
+    """The trace section's seeds (valid Chakra trace sets) read as they are."""
+    for k, (name, *_) in enumerate(fz.traces.seed_sets()):
+        args = fz.decode(fz.traces.base_trace_args(None, name))
+        folder = tmp_path / str(k)
+        folder.mkdir()
+        ts = fz.traces.load_trace_case(args, folder)
+        assert ts.num_ranks == 4, name
+        assert sum(t.num_nodes for t in ts.ranks) > 0
+
+
+@pytest.mark.parametrize("family", sorted(fz.traces.TRACE_FAMILIES))
+def test_trace_mutations(runner, family):
+    """The trace section: seeded mutations of valid trace sets through read_chakra are
+    accepted or refused, in bounded time and memory; those that must be refused (a cut
+    inside a message, a gap, a dangling dependency, a cycle, an unmatched send, a broken
+    group JSON) are, with a message naming the file."""
+    for i in range(3):
+        case = fz.make_case("traces", i, family=family, kind="chakra_et")
+        res = runner.run(case, solve=False)
+        _check(res, case)
+        if case["expect"]:
+            assert "wl." in res["message"] or "comm_groups.json" in res["message"], res
+
+
 # ----------------------------------------------------------------------- the corpus
 
 

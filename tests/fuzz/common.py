@@ -55,6 +55,7 @@ KINDS: dict[str, tuple[str, str | None]] = {
     "solve_args": ("solve", None),
     "num_dims": ("load_workload(num_dims)", None),
     "path_args": ("loader(path)", None),
+    "chakra_et": ("read_chakra", None),  # a Chakra trace set (tests/fuzz/traces.py)
 }
 FILE_KINDS = tuple(k for k, (_, s) in KINDS.items() if s is not None)
 YAML_KINDS = tuple(k for k in FILE_KINDS if k != "workload_txt")
@@ -155,6 +156,10 @@ def base_args(kind: str, rng: random.Random) -> dict:
                                       "load_communicator", "load_workload",
                                       "import_network_yaml"]),
                 "path": {"$path": "network/3d_network.yml"}}
+    if kind == "chakra_et":
+        from .traces import base_trace_args  # noqa: PLC0415
+
+        return base_trace_args(rng)
     raise KeyError(kind)
 
 

@@ -36,6 +36,7 @@ from .mutations import (
     mutate_token_duplicate,
     mutate_token_swap,
 )
+from .traces import KIND as TRACE_KIND, TRACE_FAMILIES
 from .yaml_mutations import (
     mutate_alias_bomb,
     mutate_deep_nesting,
@@ -75,6 +76,9 @@ FAMILIES: dict[str, tuple[Any, tuple[str, ...], float]] = {
     "grammar": (mutate_grammar, STR_KINDS, 2.0),
     "wrong_arg_type": (mutate_wrong_arg_type, ARG_KINDS, 2.5),
     "big_file": (mutate_big_file, FILE_KINDS + STR_KINDS, 0.03),
+    # The trace section (kind chakra_et: a Chakra trace set through read_chakra).
+    **{family: (fn, (TRACE_KIND,), weight)
+       for family, (fn, weight) in TRACE_FAMILIES.items()},
 }
 
 

@@ -314,6 +314,11 @@ def _load(case: dict, ctx: _Context, path: pathlib.Path | None, tmp: pathlib.Pat
         lj.load_workload(INPUTS / args["path"], INPUTS / args["communicator"],
                          args["num_dims"])
         return None
+    if kind == "chakra_et":  # a Chakra trace set (tests/fuzz/traces.py)
+        from .traces import load_trace_case  # noqa: PLC0415
+
+        load_trace_case(args, tmp)
+        return None
     if kind == "path_args":
         loader = args["loader"]
         fn = (import_network_yaml if loader == "import_network_yaml"
