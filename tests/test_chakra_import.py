@@ -355,7 +355,17 @@ def test_other_attribute_types(tmp_path):
     ts = read_chakra(_write(tmp_path, [[node], [node], [comp(0)]]), {"3": [1, 0]})
     assert ts.ranks[0].collective[0] == Collective.ALLGATHER
     assert ts.groups == (CommGroup(name="3", ranks=(1, 0)),)
-    assert len([n for n in ts.notes if "stored as" in n]) == 3
+    assert len([n for n in ts.notes if "stored as" in n]) == 2
+    assert ("2 pg_name attribute(s) stored as int64_val: read as stored (ASTRA-sim reads "
+            "string_val and would take them as an empty name, i.e. no group).") in ts.notes
+    assert not any("is_cpu_op" in n for n in ts.notes)  # 0 as int32: what ASTRA-sim reads
+    node.attr[0].CopyFrom(_attr("is_cpu_op", uint64_val=1))
+    node.duration_micros = 4  # a CPU-op collective: timed as compute
+    ts = read_chakra(_write(tmp_path / "b", [[comp(1), node]]), cpu_ops="compute")
+    assert ("1 is_cpu_op attribute(s) stored as uint64_val: read as stored (ASTRA-sim reads "
+            "bool_val and would take them as False).") in ts.notes
+    assert list(ts.ranks[0].kind) == [TraceNode.COMPUTE] * 2
+    assert list(ts.ranks[0].duration_ns) == [4000, 5000]
 
 
 @pytest.mark.parametrize("attr, match", [
@@ -435,7 +445,24 @@ def test_tag_range(tmp_path):
     send = p2p(0, SEND, 1, 0, tag=None)
     send.attr.append(_attr("comm_tag", int64_val=2**32))
     _refused(tmp_path, [[send], [comp(0)]], r"comm_tag = 4294967296: expected an integer in "
-                                            r"\[0, 4\.29497e\+09\]")
+                                            r"\[-2147483648, 4\.29497e\+09\]")
+    # A negative int32 tag is ASTRA-sim's uint32: it matches a receive of tag + 2**32.
+    recv = p2p(0, RECV, 0, 1, tag=None)
+    recv.attr.append(_attr("comm_tag", uint32_val=2**32 - 1))
+    ts = read_chakra(_write(tmp_path / "n", [[p2p(0, SEND, 1, 0, tag=-1)], [recv]]))
+    assert ts.ranks[0].tag[0] == ts.ranks[1].tag[0] == 2**32 - 1
+    assert ("1 negative comm_tag value(s) read as ASTRA-sim reads them, as unsigned 32-bit "
+            "integers (tag + 2**32).") in ts.notes
+
+
+def test_other_end_field_and_empty_rank(tmp_path):
+    """A send's comm_src (a receive's comm_dst) is not used; a file with no nodes is a
+    rank with no work."""
+    send = p2p(0, SEND, 1, 5)  # comm_src 5: not its rank
+    ts = read_chakra(_write(tmp_path, [[send], [p2p(0, RECV, 0, 1)], []]))
+    assert ts.ranks[2].num_nodes == 0 and list(ts.ranks[2].dep_ptr) == [0]
+    assert ("1 COMM_SEND_NODE(s) whose comm_src is not their own rank: ignored, as "
+            "ASTRA-sim ignores it.") in ts.notes
 
 
 # --------------------------------------------------------------------------- groups
@@ -461,8 +488,10 @@ def test_no_involved_dim_means_every_dimension(tmp_path):
     prefix = _write(tmp_path, [[coll(0, dims=None), coll(1, dims=None, deps=[0])]])
     ts = read_chakra(prefix, num_dims=3)
     assert ts.groups == (CommGroup(name="involved_dim=111", involved=(True,) * 3),)
-    assert any(n.startswith("2 collective(s) with neither involved_dim nor pg_name: every "
-                            "dimension involved") for n in ts.notes)
+    assert ("2 collective(s) with neither involved_dim nor pg_name: every dimension "
+            "involved (ASTRA-sim's rule; it assumes 4 dimensions, all involved).") in ts.notes
+    assert any("for this 5-dimension network it would read past them" in n
+               for n in read_chakra(prefix, num_dims=5).notes)
     with pytest.raises(LibraInputError, match=r"node 0 \(k0\): the collective has neither "
                                               r"involved_dim nor pg_name, .* pass num_dims"):
         read_chakra(prefix)
