@@ -213,6 +213,32 @@ def test_plan_buckets_equals_the_plan_without_cached_merges():
                 counts, max_chunk, compiled), (case, max_chunk)
 
 
+def test_a_plan_made_before_is_the_plan_made_again(monkeypatch):
+    """`plan_call` takes a plan it made for the same arguments (`_PLANS`) rather than
+    planning again: equal to planning afresh, and not shared with the caller."""
+    rng = np.random.default_rng(10)
+    monkeypatch.setattr(BP, "_PLANS", {})
+    for case in range(6):
+        counts = {(int(rng.choice([4, 6])), int(rng.choice([4, 8, 16])), 2, 1, 0, 0):
+                  int(10 ** rng.uniform(0, 4)) for _ in range(int(rng.integers(1, 8)))}
+        compiled = frozenset() if case % 2 else frozenset({(max(counts), 256, "full")})
+        fresh = []
+        for _ in range(2):
+            target, plans = BP.plan_call(counts, 256, compiled, None)
+            fresh.append((target, plans))
+            target[max(counts)] = None  # (a caller's change stays the caller's)
+            plans.clear()
+        monkeypatch.setattr(BP, "_PLANS", {})
+        again = BP.plan_call(counts, 256, compiled, None)
+        assert fresh[0] == fresh[1] and again[0] == BP.plan_buckets(counts, 256, compiled)
+        assert all(again[1][t] == BP.program_plan(
+            t, sum(c for s, c in counts.items() if again[0][s] == t), 256, compiled)[1:]
+            for t in set(again[0].values()))
+        assert BP.plan_call(counts, 256, compiled, None) == again
+    assert BP.plan_call({(4, 4, 0, 1, 0, 0): 300}, 256, frozenset(), None, fixed=True) == (
+        {(4, 4, 0, 1, 0, 0): (4, 4, 0, 1, 0, 0)}, {(4, 4, 0, 1, 0, 0): ("full", [256, 256])})
+
+
 def test_chunk_plan_covers_every_size_with_ladder_sizes():
     for n in [2, 15, 16, 17, 200, 1000, 1024, 1025, 12345]:
         plan = B.chunk_plan(n, 1024)

@@ -93,6 +93,30 @@ def test_unbuilt_problems_build_in_bulk_to_the_same_arrays():
         _assert_same_arrays(p, ref, f"#{i}")
 
 
+def test_phases_merged_in_bulk_equal_merged_one_by_one(monkeypatch):
+    """`bulk._merge_many` (a sort by a hash of each row) against
+    `merge_weighted_phases` of each problem: rows, weights (bit for bit: the same sums in
+    the same order) and counts, with repeated, idle, empty and -0.0 entries; again with
+    every hash equal (then the rows are sorted lexicographically)."""
+    rng = np.random.default_rng(11)
+    for d in (1, 2, 3, 5, 7):
+        traffic, weight = [], []
+        for _ in range(400):
+            k = int(rng.integers(0, 12))
+            traffic.append(rng.choice([0.0, -0.0, 1.0, 2.5, 3.0], (k, d)))
+            weight.append(rng.choice([0.0, 1.0, 2.0, 0.1, 0.7, 1e-17], k))
+        one = [problem.merge_weighted_phases(t, w)[:2] for t, w in zip(traffic, weight)]
+        ref = (np.concatenate([t for t, _ in one]), np.concatenate([w for _, w in one]),
+               np.array([len(w) for _, w in one]))
+        for hashes in ("", "equal"):
+            if hashes:
+                monkeypatch.setattr(bulk, "_HASH", np.zeros(3, np.uint64))
+            got = bulk._merge_many(traffic, weight, d)
+            for a, b in zip(got, ref):
+                assert a.shape == b.shape and a.tobytes() == b.tobytes(), (d, hashes)
+        monkeypatch.undo()
+
+
 def test_an_unbuilt_problem_builds_alone_on_first_access():
     cases, refs = _random_list(1, 80)
     for i, (c, ref) in enumerate(zip(cases, refs)):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from libra_jax.model import problem as P
-from libra_jax.model.closed_form import closed_form
+from libra_jax.model.closed_form import closed_form, over_dims
 from libra_jax.model.quick_checks import FINITE_BOUND
 from libra_jax.types import LibraInputError
 
@@ -27,14 +27,25 @@ def build_all(problems) -> None:
     """Builds together the unbuilt problems of ``problems`` that no block holds yet (see the
     module docstring), placing each in its block. A problem whose building raises (which
     `surely_builds` rules out) raises here, named by its index in ``problems``."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple, tuple[list[int], list]] = {}
+    unbuilt, problem = P.unbuilt, P.Problem
     for i, p in enumerate(problems):
-        x = P.unbuilt(p) if isinstance(p, P.Problem) else None
+        x = unbuilt(p) if isinstance(p, problem) else None
         if x is not None:
             key = (len(x.lo), x.total is None, x.mode, x.has_cost, x.budget is None)
-            groups.setdefault(key, []).append(i)
-    for idx in groups.values():
-        _build_group(problems, idx)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = group = ([], [])
+            group[0].append(i)
+            group[1].append(x)
+    for idx, xs in groups.values():
+        _build_group(problems, idx, xs)
+
+
+#: Odd multipliers of the row hash of `_merge_many` (any values work: equal hashes of
+#: different rows are detected, and the group then sorted row by row).
+_HASH = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9],
+                 np.uint64)
 
 
 def _merge_many(traffic: list, weight: list, d: int):
@@ -42,31 +53,53 @@ def _merge_many(traffic: list, weight: list, d: int):
     the merged rows [M, D] and weights [M] sorted by problem then first appearance, and the
     number of merged phases of each problem. A stable sort by (problem, traffic) puts each
     problem's identical rows together in input order, so each merged weight is the sum of
-    the same numbers in the same order as for the problem alone."""
-    counts = np.fromiter((len(w) for w in weight), np.int64, len(weight))
+    the same numbers in the same order as for the problem alone. The sort is by a hash of
+    the row and its problem (one key, not D + 1; its low bits the position): identical rows
+    hash equally, so they are still together and in input order; where two different rows
+    hash equally (then not surely together), the rows are sorted lexicographically
+    instead."""
+    counts = np.fromiter(map(len, weight), np.int64, len(weight))
     t = np.concatenate(traffic) if traffic else np.zeros((0, d))
     w = np.concatenate(weight) if weight else np.zeros(0)
     owner = np.repeat(np.arange(len(weight)), counts)
-    keep = (w > 0) & (t > 0).any(axis=1)
+    keep = (w > 0) & over_dims(np.logical_or, t > 0)
     t, w, owner = t[keep], w[keep], owner[keep]
-    order = np.lexsort(tuple(t.T[::-1]) + (owner,))
-    ordered, own = t[order], owner[order]
+    bits = (t + 0.0).view(np.uint64)  # (+ 0.0: -0.0 is 0.0, as the comparisons have it)
+    h = owner.astype(np.uint64)
+    for j in range(d):
+        h = h * _HASH[j % 3] + bits[:, j]  # (wraps around)
+    # The hash's low bits replaced by the position: unique keys, in input order among equal
+    # hashes whatever the sort.
+    shift = np.uint64(max(1, int(h.size).bit_length()))
+    h = ((h >> shift) << shift) | np.arange(h.size, dtype=np.uint64)
+    order = np.argsort(h)
+    hashed = h[order] >> shift
+    pair = np.flatnonzero(hashed[1:] == hashed[:-1])
+    a, b = order[pair], order[pair + 1]
+    alike = over_dims(np.logical_and, t[a] == t[b]) & (owner[a] == owner[b])
+    equal = np.zeros(max(order.size - 1, 0), bool)
+    equal[pair] = alike
+    if not alike.all():  # different rows of equal hashes: sorted row by row
+        order = np.lexsort(tuple(t.T[::-1]) + (owner,))
+        ordered, own = t[order], owner[order]
+        equal = over_dims(np.logical_and, ordered[1:] == ordered[:-1]) & (own[1:] == own[:-1])
     new = np.empty(order.size, bool)
     new[:1] = True
-    np.any(ordered[1:] != ordered[:-1], axis=1, out=new[1:])
-    new[1:] |= own[1:] != own[:-1]
+    np.logical_not(equal, out=new[1:])
     group = np.cumsum(new) - 1
     sums = np.bincount(group, weights=w[order], minlength=int(new.sum()))
     first = order[new]  # each merged row's first appearance (positions are by problem)
-    by_appearance = np.argsort(first, kind="stable")
-    rows_owner = owner[first[by_appearance]]
-    merged_counts = np.bincount(rows_owner, minlength=len(weight))
-    return t[first[by_appearance]], sums[by_appearance], merged_counts
+    is_first = np.zeros(order.size, bool)
+    is_first[first] = True
+    rank = np.cumsum(is_first) - 1  # a first appearance's merged row, in appearance order
+    merged = np.empty(first.size)
+    merged[rank[first]] = sums
+    merged_counts = np.bincount(owner[is_first], minlength=len(weight))
+    return t[is_first], merged, merged_counts
 
 
-def _build_group(problems, idx: list[int]) -> None:
-    """`build_all` for the problems ``idx`` of one constraint form."""
-    xs = [P.unbuilt(problems[i]) for i in idx]
+def _build_group(problems, idx: list[int], xs: list) -> None:
+    """`build_all` for the problems ``idx`` (inputs ``xs``) of one constraint form."""
     x0 = xs[0]
     d = len(x0.lo)
     if d >= 8:  # numpy sums 8 or more entries of a row pairwise: built one by one

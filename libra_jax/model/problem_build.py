@@ -204,11 +204,11 @@ def problem_from_arrays(
     cost (`Problem` pickles built).
     """
     if rows is None and type(spec) is ConstraintSpec:
-        x = _quick_inputs(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
-                          field_prefix)
-        if x is not None and quick_checks.surely_builds(x):
+        quick = _quick(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec,
+                       field_prefix)
+        if quick is not None and quick_checks.surely_builds(*quick):
             p = object.__new__(Problem)
-            p.__dict__.update(_lazy=x, has_cost=x.has_cost)
+            p.__dict__.update(_lazy=quick[0], has_cost=quick[0].has_cost)
             return p
     return build(traffic_gb, weight, compute_s, cost_rates_usd_per_gbps, spec, field_prefix,
                   rows, closed_form=True)
@@ -220,12 +220,22 @@ def _quick_inputs(traffic_gb, weight, compute_s, cost_rates, spec: ConstraintSpe
     check (no linear rows, power cap or general model); None for anything else, which
     `_checked` then accepts or refuses. The bound and rate vectors come as lists of floats
     (`quick_checks.surely_builds` reads them; `with_arrays` makes them arrays)."""
-    if not quick_checks.spec_ok(spec, field_prefix):
+    quick = _quick(traffic_gb, weight, compute_s, cost_rates, spec, field_prefix)
+    return None if quick is None else quick[0]
+
+
+def _quick(traffic_gb, weight, compute_s, cost_rates, spec: ConstraintSpec,
+           field_prefix) -> tuple[Inputs, float] | None:
+    """(`_quick_inputs`, a bound of the load sum_k w_k max_d T_kd: the weights' sum times
+    the largest traffic) or None."""
+    if not quick_checks.spec_ok(spec, field_prefix, bounds=False):
+        return None  # (the bounds: `bound_list` below, with the dims)
+    t = quick_checks.checked(traffic_gb, MAX_TRAFFIC_GB)
+    w = quick_checks.checked(weight, None)
+    if t is None or w is None:
         return None
-    traffic = quick_checks.in_range(traffic_gb, MAX_TRAFFIC_GB)
-    weight = quick_checks.in_range(weight, None)
-    if (traffic is None or weight is None or traffic.ndim != 2
-            or weight.shape != traffic.shape[:1]):
+    traffic, weight = t[0], w[0]
+    if traffic.ndim != 2 or weight.shape != traffic.shape[:1]:
         return None
     d = traffic.shape[1]
     if d == 0 or d > LIMITS.max_dims:
@@ -249,7 +259,7 @@ def _quick_inputs(traffic_gb, weight, compute_s, cost_rates, spec: ConstraintSpe
         return None
     total = None if spec.total_bw_gbps is None else float(spec.total_bw_gbps)
     return Inputs(traffic, weight, compute, rates, has_cost, lo, hi, total,
-                  spec.total_bw_mode, [], budget, None, None, field_prefix, None)
+                  spec.total_bw_mode, [], budget, None, None, field_prefix, None), t[1] * w[2]
 
 
 def with_workload(template: Problem, traffic_gb, weight, compute_s, *,

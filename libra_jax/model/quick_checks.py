@@ -34,6 +34,8 @@ FINITE_BOUND = 1e300
 #: Scalar types whose check is a comparison (ints, bools, 0-d arrays: the full check).
 _REALS = (float, np.float64)
 _BOOLS = {bool, np.bool_}
+_SEQS = frozenset((list, tuple))
+_FLOAT = frozenset((float,))
 
 
 def real(value, lo: float, hi: float, lo_open: bool = False) -> float | None:
@@ -77,23 +79,39 @@ def finite_range(x: np.ndarray, hi: float | None) -> bool:
 
 def in_range(value, hi: float | None) -> np.ndarray | None:
     """`numbers` of ``value`` if every entry is in [0, hi] (finite without ``hi``), else
-    None. A list (or list of lists) of Python floats is checked in Python, faster than numpy
-    for a few dozen entries (a NaN makes the sum NaN; a sum that overflows declines)."""
-    if type(value) in (list, tuple) and value:
-        kinds = set(map(type, value))
-        flat = value if kinds == {float} else (
-            list(itertools.chain.from_iterable(value)) if kinds <= {list, tuple} else None)
-        if flat and (flat is value or set(map(type, flat)) == {float}):
+    None (`checked`)."""
+    got = checked(value, hi)
+    return None if got is None else got[0]
+
+
+def checked(value, hi: float | None) -> tuple[np.ndarray, float, float] | None:
+    """(`numbers` of ``value``, its largest entry, the sum of its entries) if every entry
+    is in [0, hi] (finite without ``hi``), else None. A list of Python floats, or a list
+    of equally long lists of them, is checked in Python, faster than numpy for a few dozen
+    entries (a NaN makes the sum NaN; a sum that overflows declines), and made an array in
+    one call; anything else goes through `numbers` (an array's sum may be +inf)."""
+    if type(value) in _SEQS and value:
+        flat = shape = None
+        first = type(value[0])
+        if first is float:
+            flat = value
+        elif first in _SEQS and _SEQS.issuperset(map(type, value)):
+            lengths = set(map(len, value))
+            if len(lengths) != 1:
+                return None  # (ragged)
+            flat, shape = list(itertools.chain.from_iterable(value)), (len(value), *lengths)
+        if flat and _FLOAT.issuperset(map(type, flat)):
             total, top = sum(flat), max(flat)
             if not (min(flat) >= 0.0 and total == total and total < math.inf
                     and (hi is None or top <= hi)):
                 return None
-            try:
-                return np.array(value, np.float64)
-            except ValueError:  # (ragged)
-                return None
+            x = np.array(flat, np.float64)
+            return (x if shape is None else x.reshape(shape)), top, total
     x = numbers(value)
-    return x if x is not None and finite_range(x, hi) else None
+    if x is None or not finite_range(x, hi):
+        return None
+    with np.errstate(over="ignore"):
+        return x, float(x.max()), float(x.sum())
 
 
 def bound_list(values, n: int | None, upper: bool) -> list | None:
@@ -120,11 +138,12 @@ def bound_list(values, n: int | None, upper: bool) -> list | None:
     return list(values)
 
 
-def spec_ok(spec, field_prefix) -> bool:
+def spec_ok(spec, field_prefix, bounds: bool = True) -> bool:
     """Whether `problem.check_spec` accepts ``spec`` (a `ConstraintSpec`) for certain, by
     the fast paths: a non-empty prefix, a float total, an "eq" / "le" mode, lists or arrays
     of float bounds, no linear rows, a float budget, no power cap. False: run the full
-    check."""
+    check. ``bounds=False`` leaves the bounds out, for a caller that checks them next
+    (`bound_list` with the number of dims, which accepts less)."""
     if type(field_prefix) is not str or not field_prefix:
         return False
     total = spec.total_bw_gbps
@@ -132,9 +151,10 @@ def spec_ok(spec, field_prefix) -> bool:
         return False
     if type(spec.total_bw_mode) is not str or spec.total_bw_mode not in ("eq", "le"):
         return False
-    for values, upper in ((spec.lower_gbps, False), (spec.upper_gbps, True)):
-        if values is not None and bound_list(values, None, upper) is None:
-            return False
+    if bounds:
+        for values, upper in ((spec.lower_gbps, False), (spec.upper_gbps, True)):
+            if values is not None and bound_list(values, None, upper) is None:
+                return False
     if type(spec.linear) not in (list, tuple) or spec.linear:
         return False
     budget = spec.max_cost_usd
@@ -143,10 +163,11 @@ def spec_ok(spec, field_prefix) -> bool:
     return spec.max_power_w is None and spec.power_rates_w_per_gbps is None
 
 
-def surely_builds(x) -> bool:
+def surely_builds(x, load: float | None = None) -> bool:
     """Whether building the problem of checked inputs ``x`` (`problem.Inputs` of
     `problem_build._quick_inputs`: no linear rows, no power cap; bounds and rates as
-    lists) raises nothing, for certain: True only where the constraints hold strictly, with
+    lists) raises nothing, for certain (``load``: a bound of sum_k w_k max_d T_kd, e.g.
+    the weights' sum times the largest traffic; None: that sum itself): True only where the constraints hold strictly, with
     a `MARGIN`, at an explicit point, the bandwidth is bounded, and the step time and cost
     are bounded far below overflow. (False says nothing: the problem is built at once.)
 
@@ -224,7 +245,8 @@ def surely_builds(x) -> bool:
     if slack <= margin or x.traffic.shape[0] == 0:
         return False
     # The step time at the interior point, and the cost at the largest bandwidths.
-    load = float(x.weight @ x.traffic.max(axis=1))
+    if load is None:
+        load = float(x.weight @ x.traffic.max(axis=1))
     step = (x.compute + load / (min(lo) + slack / 2.0)) * 1e9
     cost = sum(rates) * top if x.has_cost else 1.0
     return step < FINITE_BOUND and cost < FINITE_BOUND and step * cost < FINITE_BOUND

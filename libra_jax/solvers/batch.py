@@ -90,6 +90,7 @@ from libra_jax.solvers.batch_plan import (  # noqa: F401
     pad_concat,
     pad_stacked,
     plan_buckets,
+    plan_call,
     problem_seconds,
     program_plan,
     stack,
@@ -121,26 +122,10 @@ def _compiled(kind) -> frozenset:
 
 def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier,
                fixed: bool = False) -> tuple[dict, dict]:
-    """The plan of one call (`solve_batch`, `solve_stacked`, `warm_up`) with ``counts``
-    problems per bucket: (``{bucket: target}`` from `plan_buckets`, ``{target: (tier,
-    chunk sizes)}`` from `program_plan`), given what this process compiled for ``kind``
-    and the caller's ``tier`` (None: the cost model chooses). With ``fixed`` (the engines'
-    ``fixed_programs``) every bucket runs in its own program, in chunks of the largest
-    `CHUNK_LADDER` size <= ``max_chunk``, at ``tier`` (None: "full"): a plan that depends on
-    nothing but each problem's bucket."""
-    if fixed:
-        size = ladder_sizes(max_chunk)[-1]
-        return ({shape: shape for shape in counts},
-                {shape: (tier or "full", [size] * -(-n // size))
-                 for shape, n in counts.items()})
-    compiled = _compiled(kind)
-    tiers = tuple(TIERS) if tier is None else (tier,)
-    target = plan_buckets(counts, max_chunk, compiled, tiers)
-    totals: dict[tuple, int] = {}
-    for shape, c in counts.items():
-        totals[target[shape]] = totals.get(target[shape], 0) + c
-    return target, {shape: program_plan(shape, total, max_chunk, compiled, tiers)[1:]
-                    for shape, total in totals.items()}
+    """`batch_plan.plan_call` of one call (`solve_batch`, `solve_stacked`, `warm_up`) with
+    ``counts`` problems per bucket, given what this process compiled for ``kind``."""
+    return plan_call(counts, max_chunk, frozenset() if fixed else _compiled(kind), tier,
+                     fixed)
 
 
 def _kind(config, dtype, devices) -> tuple:

@@ -174,6 +174,43 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     return {shape: c[1] for c in clusters for shape in c[4]}
 
 
+def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tier,
+              fixed: bool = False) -> tuple[dict, dict]:
+    """The plan of one call with ``counts`` problems per bucket: (``{bucket: target}`` from
+    `plan_buckets`, ``{target: (tier, chunk sizes)}`` from `program_plan`), given the
+    programs ``compiled`` and the caller's ``tier`` (None: the cost model chooses). With
+    ``fixed`` (the engines' ``fixed_programs``) every bucket runs in its own program, in
+    chunks of the largest `CHUNK_LADDER` size <= ``max_chunk``, at ``tier`` (None: "full"):
+    a plan that depends on nothing but each problem's bucket. A plan depends on nothing
+    else: one made before for the same arguments is taken again (`_PLANS`)."""
+    if fixed:
+        size = ladder_sizes(max_chunk)[-1]
+        return ({shape: shape for shape in counts},
+                {shape: (tier or "full", [size] * -(-n // size))
+                 for shape, n in counts.items()})
+    tiers = tuple(TIERS) if tier is None else (tier,)
+    key = (frozenset(counts.items()), max_chunk, compiled, tiers)
+    plan = _PLANS.get(key)
+    if plan is None:
+        target = plan_buckets(counts, max_chunk, compiled, tiers)
+        totals: dict[tuple, int] = {}
+        for shape, c in counts.items():
+            totals[target[shape]] = totals.get(target[shape], 0) + c
+        plan = target, {shape: program_plan(shape, total, max_chunk, compiled, tiers)[1:]
+                        for shape, total in totals.items()}
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return dict(plan[0]), dict(plan[1])
+
+
+#: The plans `plan_call` made, by what decides them (the counts per bucket, the largest
+#: chunk, the programs compiled, the tiers): a call like an earlier one (the same sizes in
+#: the same numbers, nothing compiled since) plans nothing again (planning took 0.02 s for
+#: the 10,000 problems of `experiments/bench_list_api.py`'s varied mix, 60 buckets).
+_PLANS: dict[tuple, tuple] = {}
+
+
 def pad_stacked(p: Problem, shape: tuple[int, ...]) -> Problem:
     """Pads a stacked batch ``p`` (leaves [B, ...], numpy) to ``shape`` = (D, K, I, E, J, R)
     with the neutral entries of the module docstring, all problems at once: each field's axes
