@@ -421,6 +421,9 @@ def test_refusals_name_file_and_node(tmp_path):
         ([[p2p(0, SEND, 1, 0, tag=None)], [comp(0)]], r"COMM_SEND_NODE without comm_tag"),
         ([[p2p(0, SEND, 1, 0, size=None)], [comp(0)]], r"COMM_SEND_NODE without comm_size"),
         ([[p2p(0, RECV, None, 0)], [comp(0)]], r"COMM_RECV_NODE without comm_src"),
+        ([[p2p(0, SEND, 1, 0, size=0)], [p2p(0, RECV, 0, 1, size=0)]],
+         r"wl\.0\.et: node 0 \(s0\): COMM_SEND_NODE of 0 bytes: ASTRA-sim's analytical "
+         r"network aborts"),
         ([[Node(id=0, name="d", type=COMP, duration_micros=10**16)]],
          r"node 0 \(d\): duration_micros = 10000000000000000: expected at most 1e\+15"),
     ]
@@ -524,11 +527,13 @@ def test_pg_name_groups(tmp_path):
     (None, r"wl\.0\.et: node 0 \(k0\): pg_name = '1' but no comm_groups JSON was given"),
     ({"2": [0, 1]}, r"wl\.0\.et: node 0 \(k0\): pg_name = '1': no group 1 in the comm_groups "
                     r"mapping \(it has \[2\]\)"),
-    ({"1": [0, 2]}, r"node 0 \(k0\): pg_name = '1': group '1' of the comm_groups mapping lists "
-                    r"NPU 2, outside the trace set's ranks \[0, 2\)"),
+    ({"1": [0, 3]}, r"node 0 \(k0\): pg_name = '1': group '1' of the comm_groups mapping lists "
+                    r"NPU 3, outside the trace set's ranks \[0, 3\)"),
     ({"1": [0, 0]}, r"node 0 \(k0\): pg_name = '1': group '1' .* lists NPU 0 more than once"),
-    ({"1": [1]}, r"node 0 \(k0\): pg_name '1': group \[1\] of the comm_groups mapping does not "
-                 r"list rank 0"),
+    ({"1": [0]}, r"node 0 \(k0\): pg_name = '1': group '1' of the comm_groups mapping lists "
+                 r"one NPU; ASTRA-sim never finishes"),
+    ({"1": [1, 2], "2": [0, 1, 2]}, r"node 0 \(k0\): pg_name '1': group \[1, 2\] of the "
+                                    r"comm_groups mapping does not list rank 0"),
     ({"0": [0, 1]}, r"group id '0': expected an integer > 0"),
     ({"x": [0, 1]}, r"group id 'x': expected an integer > 0"),
     ({"1": []}, r"group '1' = \[\]: expected a non-empty list"),
@@ -536,7 +541,8 @@ def test_pg_name_groups(tmp_path):
     ({"1": [0, 1], " 1": [0, 1]}, r"group id 1 is given twice"),
 ])
 def test_pg_name_errors(tmp_path, groups, match):
-    _refused(tmp_path, [[coll(0, pg="1")], [coll(0, pg="1")]], match, comm_groups=groups)
+    _refused(tmp_path, [[coll(0, pg="1")], [coll(0, pg="1")], [comp(0)]], match,
+             comm_groups=groups)
 
 
 def test_pg_json_file_errors(tmp_path):

@@ -10,6 +10,8 @@ send / receive matching (``network_frontend/analytical/common``). Where the simu
 misreads a trace silently (hangs, reads 0, loses a node), the reader either follows a rule
 stated in a note (logged, and kept in ``TraceSet.notes``) or refuses the trace with a
 :class:`~libra_jax.types.LibraInputError` naming the file, the node id and what is wrong.
+Claims marked (run) were checked by running the shared build's congestion-unaware binary
+on a 4-NPU trace.
 
 **Files.** The ranks are 0..R-1, R the number of rank files: a gap (ranks 0, 1 and 3) is an
 error naming the missing file, as is a rank with both ``.et`` and ``.et.gz``. Each file
@@ -23,24 +25,26 @@ reads that node as the metadata and loses it; here it is kept, with a note.
 
 * ``COMP_NODE`` -> ``TraceNode.COMPUTE``, ``duration_ns = duration_micros * 1000``. With
   ``duration_micros`` 0 the node is *invalid* if ``num_ops`` (int64) is 0 or absent
-  (ASTRA-sim skips it; it reads an absent ``num_ops`` uninitialised) and takes 1 ns
-  otherwise (ASTRA-sim's replay of a 0 µs node).
-* ``COMM_COLL_NODE`` -> ``TraceNode.COLLECTIVE`` with ``comm_type`` (int64):
-  ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL map to the `Collective` codes and
-  ``comm_size`` (int64, bytes; required) to ``size_bytes``. BROADCAST is refused (ASTRA-sim
-  does not simulate it: it waits the node's recorded ``duration_micros``, which says nothing
-  about the network); REDUCE, GATHER, SCATTER, REDUCE_SCATTER_BLOCK and BARRIER are refused
-  (ASTRA-sim issues nothing for them and that rank never finishes); a missing ``comm_type``
-  is refused (ASTRA-sim reads it uninitialised).
-* ``COMM_SEND_NODE`` / ``COMM_RECV_NODE`` -> ``SEND`` / ``RECV`` with ``peer`` =
-  ``comm_dst`` / ``comm_src`` (int32), ``tag`` = ``comm_tag`` (int32, -2**31 <= tag <
-  2**32; a negative tag is read as ASTRA-sim reads it, as an unsigned 32-bit integer, with
-  a note) and ``size_bytes`` = ``comm_size``, all required. Across the set, the sends from
-  s to d with tag t and size b must be as many as the receives on d from s with t and b
-  (the analytical network matches them by that key, the n-th send with the n-th receive);
-  a peer outside [0, R) or equal to the node's own rank is refused. The other end's field
-  (a send's ``comm_src``, a receive's ``comm_dst``) is not used, as ASTRA-sim does not use
-  it (a note counts those that do not name the node's own rank).
+  (ASTRA-sim skips it; it reads an absent ``num_ops`` uninitialised: a note counts those)
+  and takes 1 ns otherwise (ASTRA-sim's replay of a 0 µs node).
+* ``COMM_COLL_NODE`` -> ``TraceNode.COLLECTIVE``: ``comm_type`` (int64) ALL_REDUCE,
+  REDUCE_SCATTER, ALL_GATHER and ALL_TO_ALL map to the `Collective` codes, ``comm_size``
+  (int64, bytes; required; 0 is kept, ASTRA-sim runs it (run)) to ``size_bytes``.
+  BROADCAST is refused (ASTRA-sim does not simulate it: it waits the node's recorded
+  ``duration_micros`` on the communication slot, which says nothing about the network);
+  REDUCE, GATHER, SCATTER, REDUCE_SCATTER_BLOCK and BARRIER are refused (ASTRA-sim issues
+  nothing for them and that rank never finishes); so is a missing ``comm_type`` (ASTRA-sim
+  reads it uninitialised).
+* ``COMM_SEND_NODE`` / ``COMM_RECV_NODE`` -> ``SEND`` / ``RECV``: ``peer`` = ``comm_dst`` /
+  ``comm_src`` (int32), ``tag`` = ``comm_tag`` (int32; -2**31 <= tag < 2**32, a negative
+  tag read as ASTRA-sim reads it, as an unsigned 32-bit integer, with a note),
+  ``size_bytes`` = ``comm_size``, all required. The other end's field (a send's
+  ``comm_src``, a receive's ``comm_dst``) is not used, as ASTRA-sim does not use it (a note
+  counts those that do not name the node's own rank). Across the set, the sends from s to
+  d with tag t and size b must be as many as the receives on d from s with t and b (the
+  analytical network matches them by that key, the n-th send with the n-th receive). A peer
+  outside [0, R) or equal to the node's own rank is refused, and so is a message of 0 bytes
+  (the analytical network aborts on it (run)).
 * ``is_cpu_op`` (bool) nodes: host-side work. ASTRA-sim times a CPU op of any type but
   MEM_LOAD / MEM_STORE (a CPU-op collective included) as compute, by its
   ``duration_micros``, one at a time on a CPU slot beside the GPU's compute.
@@ -48,62 +52,72 @@ reads that node as the metadata and loses it; here it is kept, with a note.
   nodes by the COMP_NODE rule (a note says how many, and that a COMPUTE node does not
   express the separate CPU slot).
 * ``INVALID_NODE`` nodes are skipped (ASTRA-sim does); ``METADATA_NODE`` nodes carry no work
-  and are skipped (ASTRA-sim never issues them, so their dependants never run).
+  and are skipped (ASTRA-sim never issues them, so their dependants never run and the rank
+  never finishes (run)).
 * ``MEM_LOAD_NODE`` / ``MEM_STORE_NODE`` are refused: ASTRA-sim times them with its
   remote-memory backend (``tensor_size`` bytes), which libra_jax does not model, and
-  skipping them would drop that time.
+  skipping them would drop that time. A node type that is not a Chakra ``NodeType`` is
+  refused.
 
 A *skipped* node is removed and its dependants inherit its dependencies (ASTRA-sim frees the
 children of a node it skips as soon as the node is issued); skips are counted by reason in
-``TraceSet.skipped`` (``cpu_op``, ``invalid_compute``, ``invalid_node``, ``metadata_node``).
+``TraceSet.skipped`` (``cpu_op``, ``invalid_compute``, ``invalid_node``, ``metadata_node``)
+and logged.
 
 **Attributes** may be stored in any integer type (int32/64, uint32/64, sint32/64,
 fixed32/64, sfixed32/64) or as a float / double with an integral value: the value is read
-whatever the type; where ASTRA-sim reads another type (and so reads 0), a note counts the
-values it would misread (those other than 0).
-``is_cpu_op`` may be a bool or an integer 0 / 1; ``pg_name`` a string or an integer.
-An attribute the reader uses that is given twice on a node is refused (ASTRA-sim keeps
-the last of some and the first of others). Sizes must be integers in [0, 1e18] bytes
+whatever the type. ASTRA-sim reads one type per attribute and takes any other as 0 (an
+``is_cpu_op`` of int32 1 runs as a GPU op (run)); a note counts the values it would misread
+(those other than 0; every ``pg_name`` not stored as a string, which ASTRA-sim reads as no
+group). ``is_cpu_op`` may be a bool or an integer 0 / 1; ``pg_name`` a string or an
+integer. An attribute the reader uses that is given twice on a node is refused (ASTRA-sim
+keeps the last of some and the first of others). Sizes must be integers in [0, 1e18] bytes
 (``LIMITS.max_bytes``), times at most 1e18 ns (``LIMITS.max_ns``).
 
 **Dependencies** are ``data_deps`` only: the feeder ignores ``ctrl_deps`` (a note counts
-them). Every dependency must name a node of the same file; a dependency cycle is refused,
-naming a node on it; a dependency listed twice on one node is counted once (ASTRA-sim
-would never issue that node: it drops one copy per finished parent), with a note.
+them). Every dependency must name a node of the same file, ids must be unique, and a
+dependency cycle is refused, naming a node on it. A dependency listed twice on one node is
+counted once, with a note (ASTRA-sim drops one copy per finished parent, so it never issues
+that node (run)).
 
 **Groups** of collectives (`CommGroup`, deduplicated in ``TraceSet.groups``):
 
 * ``involved_dim`` (bool_list; another type is refused, as ASTRA-sim exits on it) ->
-  ``CommGroup(involved=...)``. With ``num_dims`` (the network's dimension count) a shorter
-  list is refused (ASTRA-sim reads past its end: it hangs on some NPUs and still exits 0);
-  a longer one is trimmed if its extra entries are all False (a note), refused otherwise;
-  a list with no True entry is refused. Without ``num_dims`` the list is kept as given.
-* no ``involved_dim`` and no ``pg_name``: every dimension is involved (ASTRA-sim's rule:
-  it assumes 4 dimensions, all involved, and reads past them on a network of more);
-  needs ``num_dims``; a note counts them.
-* ``pg_name`` (a communicator-group id, ASTRA-sim reads it as an integer > 0) -> the group
-  of that id in the ``comm_groups`` JSON ``{"<id>": [npus...]}``. A group of all R NPUs
-  is, as in ASTRA-sim (``CommunicatorGroup::get_collective_plan`` compares the count with
-  the machine's NPUs), the ordinary collective over every dimension: ``CommGroup(name=
-  pg_name, involved=(True,) * num_dims)`` (needs ``num_dims``). Any other group is a flat
-  ring over the listed NPUs in the listed order: ``CommGroup(name=pg_name, ranks=...)``.
-  The node's ``involved_dim`` is then ignored, as ASTRA-sim ignores it (a note counts
-  them). A ``pg_name`` missing from the JSON, a group with a rank outside [0, R) or twice,
-  or one that does not list the rank whose node uses it is refused. ``pg_name`` on a send
-  or receive is ignored, as ASTRA-sim ignores it there.
+  ``CommGroup(name="involved_dim=101", involved=(True, False, True))``. With ``num_dims``
+  (the network's dimension count) a shorter list is refused (ASTRA-sim reads past its end:
+  it hangs on some NPUs and still exits 0); a longer one is trimmed if its extra entries
+  are all False (a note), refused otherwise; a list with no True entry is refused. Without
+  ``num_dims`` the list is kept as given.
+* no ``involved_dim`` and no ``pg_name``: every dimension is involved (ASTRA-sim's rule: it
+  assumes 4 dimensions, all involved, and reads past them on a network of more; a note
+  counts them); needs ``num_dims``.
+* ``pg_name`` (a communicator-group id: ASTRA-sim reads it, and the JSON's keys, as integers,
+  and requires ids > 0) -> the group of that id in the ``comm_groups`` JSON ``{"<id>":
+  [npus...]}``. A group of all R NPUs is, as in ASTRA-sim
+  (``CommunicatorGroup::get_collective_plan`` compares the count with the machine's NPUs,
+  which the network must make equal to R), the ordinary collective over every dimension:
+  ``CommGroup(name=pg_name, involved=(True,) * num_dims)`` (needs ``num_dims``; a note).
+  Any other group is a flat ring over the listed NPUs in the listed order:
+  ``CommGroup(name=pg_name, ranks=...)``. Either way the node's ``involved_dim`` is
+  ignored, as ASTRA-sim ignores it (a note counts them). Refused: a ``pg_name`` and no JSON,
+  a ``pg_name`` missing from the JSON, a group with a rank outside [0, R) or twice, a group
+  of one NPU (ASTRA-sim never finishes its collective and exits 0 (run)), a group that does
+  not list the rank whose node uses it. ``pg_name`` on a send or receive is ignored, as
+  ASTRA-sim ignores it there.
 
 **Speed.** All nodes of a file are parsed by one protobuf call (the framed messages become
 one ``NodeList`` message); one Python pass over the nodes reads their fields, and the
 arrays are built with numpy once per rank. Measured (Python 3.11, protobuf's upb backend)
 on 2 ranks of 1.2e5 nodes each (half compute, a quarter all-reduces with ``involved_dim``,
-a quarter sends / receives, each node depending on the one before): 1.5-1.6e5 nodes per
-CPU-second, i.e. 1.5e5 nodes/s on an idle core (0.7-0.9e5/s of wall time while other jobs
-held both cores of the shared 2-core machine). About 6 µs per node: 0.7 µs reading the
+a quarter sends / receives, each node depending on the one before): 1.5-1.65e5 nodes per
+CPU-second, i.e. that many nodes/s on an idle core (0.7-1.2e5/s of wall time while other
+jobs held both cores of the shared 2-core machine). About 6 µs per node: 0.7 µs reading the
 node's fields, 1.4 µs its attributes, the rest the rules and checks.
 """
 
 from __future__ import annotations
 
+import array
 import collections
 import gzip
 import json
@@ -519,6 +533,12 @@ class _Groups:
                 raise LibraInputError(
                     f"{where}: pg_name = {name!r}: group {key!r} of {self.source} lists NPU "
                     f"{npu}, outside the trace set's ranks [0, {self.num_ranks}).")
+        if len(ranks) == 1 < self.num_ranks:
+            raise LibraInputError(
+                f"{where}: pg_name = {name!r}: group {key!r} of {self.source} lists one NPU; "
+                f"ASTRA-sim never finishes a collective over a group of one NPU (the shared "
+                f"build exits 0 with no NPU finished); drop the collective or list its "
+                f"group's NPUs.")
         if len(set(ranks)) != len(ranks):
             dup = next(r for r, c in collections.Counter(ranks).items() if c > 1)
             raise LibraInputError(
@@ -573,7 +593,7 @@ def _load_comm_groups(comm_groups) -> tuple[dict | None, str]:
                 f"the ids as integers and requires them > 0).")
         if gid in out:
             raise LibraInputError(f"{source}: group id {gid} is given twice.")
-        if not isinstance(ranks, list) or not ranks:
+        if not isinstance(ranks, (list, tuple)) or not ranks:
             raise LibraInputError(
                 f"{source}: group {key!r} = {show(ranks)}: expected a non-empty list of NPU "
                 f"ids.")
@@ -589,7 +609,8 @@ def _read_rank(rank: int, path: str, num_ranks: int, cpu_ops: str, groups: _Grou
     (module docstring), then `_graph` orders them and resolves the dependencies."""
     nodes = _parse_nodes(_read_bytes(path), path, notes)
     n = len(nodes)
-    ids, ndeps, names, deps, skip_reason = [0] * n, [0] * n, [""] * n, [], {}
+    ids, ndeps, names, skip_reason = [0] * n, [0] * n, [""] * n, {}
+    deps = array.array("Q")  # 8 bytes a dependency, however many there are
     kind, duration_ns, collective = [_SKIP] * n, [0.0] * n, [0] * n
     size_bytes, group, peer, tag = [0] * n, [-1] * n, [-1] * n, [-1] * n
     num_ctrl = 0
@@ -707,6 +728,10 @@ def _read_rank(rank: int, path: str, num_ranks: int, cpu_ops: str, groups: _Grou
                 group[i] = groups.all_dims(where)
             continue
         # send / recv
+        if size_bytes[i] == 0:
+            raise LibraInputError(
+                f"{where}: {NodeType(t).name} of 0 bytes: ASTRA-sim's analytical network "
+                f"aborts on a message of 0 bytes (it asserts chunk_size > 0); give its size.")
         mine, theirs = ("comm_src", "comm_dst") if t == send else ("comm_dst", "comm_src")
         a = attrs.get(theirs)
         if a is None:
@@ -746,7 +771,7 @@ def _read_rank(rank: int, path: str, num_ranks: int, cpu_ops: str, groups: _Grou
                   np.asarray(collective, np.int8), np.asarray(size_bytes, np.float64),
                   np.asarray(group, np.int32), np.asarray(peer, np.int32),
                   np.asarray(tag, np.int64), np.asarray(ndeps, np.int64),
-                  np.asarray(deps, np.uint64), notes)
+                  np.frombuffer(deps, np.uint64) if deps else np.zeros(0, np.uint64), notes)
 
 
 def _graph(rank, path, nodes, ids, names, kind, duration_ns, collective, size_bytes, group,
