@@ -225,6 +225,15 @@ def test_2023_format_keeps_first_node(tmp_path, caplog):
     assert list(t2.node_id) == [0, 1] and not read_chakra(_write(tmp_path / "m", [nodes])).notes
 
 
+def test_metadata_with_later_fields(tmp_path):
+    """A metadata record with a field this schema lacks (a later Chakra) is still the
+    metadata: it has its version string."""
+    head = GlobalMetadata(version="0.0.5").SerializeToString() + b"\x1a\x02ab"  # field 3
+    data = bytes([len(head)]) + head + encode_message(comp(4, 2))
+    ts = read_chakra(_write(tmp_path, [data]))
+    assert list(ts.ranks[0].node_id) == [4] and ts.notes == ()
+
+
 def test_rank_count_and_gap(tmp_path):
     prefix = _write(tmp_path, [[comp(0)]] * 3)
     assert read_chakra(prefix).num_ranks == 3

@@ -17,9 +17,11 @@ on a 4-NPU trace.
 error naming the missing file, as is a rank with both ``.et`` and ``.et.gz``. Each file
 (gzip or not, at most ``LIMITS.max_file_mb`` after decompression) is Chakra's framing: every
 message preceded by its length as a varint. The first message is a ``GlobalMetadata``; a
-file of the 2023 format has none and starts with a node (recognised by its fields on the
-wire: a metadata record has only fields 1 and 2, both length-delimited). ASTRA-sim's feeder
-reads that node as the metadata and loses it; here it is kept, with a note.
+file of the 2023 format has none and starts with a node, recognised by its fields on the
+wire: a metadata record has a version string (field 1, length-delimited, where a node has
+its id as a varint) or only fields 1 and 2, both length-delimited (a metadata record with
+fields of a later Chakra still has its version). ASTRA-sim's feeder reads that first node
+as the metadata and loses it; here it is kept, with a note.
 
 **Nodes** (attribute names and the types ASTRA-sim reads them as):
 
@@ -320,7 +322,7 @@ def _parse_nodes(data: bytes, path: str, notes: _Notes):
         raise LibraInputError(
             f"{path}: corrupt Chakra trace (not protobuf): the first message ({end - start} "
             f"bytes from byte {start}) is not protobuf wire data.")
-    if fields <= METADATA_WIRE_FIELDS:
+    if fields <= METADATA_WIRE_FIELDS or (1, 2) in fields:  # (1, 2): a version string
         try:
             GlobalMetadata.FromString(data[start:end])
         except DecodeError as e:
