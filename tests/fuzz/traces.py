@@ -365,11 +365,11 @@ def mutate_trace_drop_metadata(args, rng, kind=""):
 TRACE_FAMILIES = {
     "trace_truncate": (mutate_trace_truncate, 0.4),
     "trace_byte_flip": (mutate_trace_byte_flip, 0.5),
-    "trace_drop_rank": (mutate_trace_drop_rank, 0.2),
-    "trace_dangle_dep": (mutate_trace_dangle_dep, 0.2),
-    "trace_cycle": (mutate_trace_cycle, 0.2),
-    "trace_unmatched_send": (mutate_trace_unmatched_send, 0.2),
+    "trace_drop_rank": (mutate_trace_drop_rank, 0.25),
+    "trace_dangle_dep": (mutate_trace_dangle_dep, 0.25),
+    "trace_cycle": (mutate_trace_cycle, 0.25),
+    "trace_unmatched_send": (mutate_trace_unmatched_send, 0.25),
     "trace_bad_groups": (mutate_trace_bad_groups, 0.3),
     "trace_attr_type": (mutate_trace_attr_type, 0.3),
-    "trace_drop_metadata": (mutate_trace_drop_metadata, 0.1),
+    "trace_drop_metadata": (mutate_trace_drop_metadata, 0.25),
 }
