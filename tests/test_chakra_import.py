@@ -515,6 +515,7 @@ def test_pg_name_groups(tmp_path):
     groups = {"1": [2, 0], "2": [1, 3], "5": [3, 2, 1, 0]}
     ranks = [[coll(0, pg=str(1 + r % 2), dims=(True, False)), coll(1, pg="5", deps=[0])]
              for r in (0, 1, 0, 1)]
+    ranks[3][0].attr[-1].string_val = "02"  # the id 2 written otherwise: the same group
     (tmp_path / "g.json").write_text(json.dumps(groups))
     prefix = _write(tmp_path, ranks)
     ts = read_chakra(prefix, tmp_path / "g.json", num_dims=2)

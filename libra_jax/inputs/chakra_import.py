@@ -95,12 +95,12 @@ that node (run)).
   counts them); needs ``num_dims``.
 * ``pg_name`` (a communicator-group id: ASTRA-sim reads it, and the JSON's keys, as integers,
   and requires ids > 0) -> the group of that id in the ``comm_groups`` JSON ``{"<id>":
-  [npus...]}``. A group of all R NPUs is, as in ASTRA-sim
-  (``CommunicatorGroup::get_collective_plan`` compares the count with the machine's NPUs,
-  which the network must make equal to R), the ordinary collective over every dimension:
-  ``CommGroup(name=pg_name, involved=(True,) * num_dims)`` (needs ``num_dims``; a note).
-  Any other group is a flat ring over the listed NPUs in the listed order:
-  ``CommGroup(name=pg_name, ranks=...)``. Either way the node's ``involved_dim`` is
+  [npus...]}``, named by the id as an integer (``"01"`` is ``"1"``). A group of all R NPUs
+  is, as in ASTRA-sim (``CommunicatorGroup::get_collective_plan`` compares the count with
+  the machine's NPUs, which the network must make equal to R), the ordinary collective over
+  every dimension: ``CommGroup(name=pg_name, involved=(True,) * num_dims)`` (needs
+  ``num_dims``; a note). Any other group is a flat ring over the listed NPUs in the listed
+  order: ``CommGroup(name=pg_name, ranks=...)``. Either way the node's ``involved_dim`` is
   ignored, as ASTRA-sim ignores it (a note counts them). Refused: a ``pg_name`` and no JSON,
   a ``pg_name`` missing from the JSON, a group with a rank outside [0, R) or twice, a group
   of one NPU (ASTRA-sim never finishes its collective and exits 0 (run)), a group that does
@@ -546,11 +546,12 @@ class _Groups:
             raise LibraInputError(
                 f"{where}: pg_name = {name!r}: group {key!r} of {self.source} lists NPU "
                 f"{dup} more than once.")
+        label = str(gid)  # "01" and "1" name one group, as ASTRA-sim reads them
         if len(ranks) == self.num_ranks:
             d = self._need_dims(where, f"pg_name {name!r} is a group of all "
                                        f"{self.num_ranks} NPUs")
-            return CommGroup(name=name, involved=(True,) * d), None
-        return CommGroup(name=name, ranks=tuple(ranks)), frozenset(ranks)
+            return CommGroup(name=label, involved=(True,) * d), None
+        return CommGroup(name=label, ranks=tuple(ranks)), frozenset(ranks)
 
 
 def _load_comm_groups(comm_groups) -> tuple[dict | None, str]:
