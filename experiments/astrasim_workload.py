@@ -4,9 +4,12 @@ Reads the whole-step ASTRA-sim runs (``cases.json`` + ``results.csv`` of
 ``shared/reference/astrasim_workload``, or the held-out set of
 ``experiments/results/astrasim_heldout``), builds each case as libra_jax inputs (network,
 workload, timing model, system model), times the step with `libra_jax.model.step` and
-prints libra_jax vs ASTRA-sim per case and per group.
+prints libra_jax vs ASTRA-sim per case and per group. A case whose groups are given by
+pg_name (explicit NPU lists, the ``g5_E_pg`` runs) is timed as the trace set every NPU runs
+(`simulate_case`: `model.step_trace.simulate_trace`, flat rings over the listed NPUs); with
+``--trace`` every case is.
 
-    python experiments/astrasim_workload.py [--data DIR] [--csv OUT.csv]
+    python experiments/astrasim_workload.py [--data DIR] [--csv OUT.csv] [--trace]
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import numpy as np
 
 from libra_jax.inputs.topology import network_from_lists
 from libra_jax.inputs.workload import Workload
-from libra_jax.model import step, timing
-from libra_jax.types import Collective, LibraInputError
+from libra_jax.model import step, step_trace, timing
+from libra_jax.types import Collective, CommGroup, LibraInputError, RankTrace, TraceSet
 
 HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "reference" / "astrasim_workload"
@@ -99,6 +102,63 @@ def predict_ns(case) -> float:
     return timing.step_time_ns(workload, network, tm, bw)
 
 
+def case_trace(case):
+    """(TraceSet, network, TimingModel, bandwidth_gbps [D]) of one case, as the per-NPU
+    Chakra ETs of ``gen_workload_et.py`` describe it: every NPU runs `case_inputs`'s step
+    graph; a collective of a group given by dimensions runs over them, one of a pg_name
+    group over the listed NPUs of the list that holds the NPU."""
+    npd = case["npus_per_dim"]
+    names = list(case["groups"])
+    # each group gets a distinct stand-in set of dimensions to build the step graph with
+    subsets = [[d for d in range(len(npd)) if m >> d & 1] for m in range(1, 2 ** len(npd))]
+    if len(names) > len(subsets):
+        raise LibraInputError(f"{case['case_id']}: more groups than dimension subsets.")
+    stand_in = {name: ({"dims": case["groups"][name]["dims"]} if "dims" in case["groups"][name]
+                       else {"dims": subsets[-1 - j]}) for j, name in enumerate(names)}
+    if len({tuple(g["dims"]) for g in stand_in.values()}) < len(names):
+        stand_in = {name: {"dims": subsets[-1 - j]} for j, name in enumerate(names)}
+    network, workload, tm, bw = case_inputs(dict(case, groups=stand_in))
+    nodes = step.step_graph(workload, tm.training_loop)
+    group_of = {tuple(npd[d] if d in g["dims"] else 1 for d in range(len(npd))): name
+                for name, g in stand_in.items()}
+    base = step_trace.trace_from_nodes(
+        [n if n.kind == "compute" else
+         step.StepNode(**{**n.__dict__, "group": tuple(1 if not v else npd[d]
+                                                       for d, v in enumerate(n.involved))})
+         for n in nodes], npd, prefix=case["case_id"])
+    groups, index = [], {}
+
+    def group_index(name, rank):
+        g = case["groups"][name]
+        if "dims" in g:
+            key = (name,)
+            grp = CommGroup(name=name, involved=tuple(d in g["dims"] for d in range(len(npd))))
+        else:
+            members = next(tuple(m) for m in g["pg"] if rank in m)
+            key = (name, members)
+            grp = CommGroup(name=f"{name}{g['pg'].index(list(members))}", ranks=members)
+        if key not in index:
+            index[key] = len(groups)
+            groups.append(grp)
+        return index[key]
+
+    comm = [i for i, n in enumerate(nodes) if n.kind == "comm"]
+    ranks = []
+    for r, tr in enumerate(base.ranks):
+        group = tr.group.copy()
+        for i in comm:
+            group[i] = group_index(group_of[nodes[i].group], r)
+        ranks.append(RankTrace(**{**tr.__dict__, "group": group}))
+    return (TraceSet(prefix=case["case_id"], ranks=tuple(ranks), groups=tuple(groups),
+                     skipped={}), network, tm, bw)
+
+
+def simulate_case(case):
+    """`step_trace.simulate_trace` of the case's trace set (`case_trace`)."""
+    trace, network, tm, bw = case_trace(case)
+    return step_trace.simulate_trace(trace, network.block_codes, network.npus, bw, tm)
+
+
 def load(data: pathlib.Path):
     cases = json.loads((data / "cases.json").read_text())
     with open(data / "results.csv", newline="") as f:
@@ -116,12 +176,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=pathlib.Path, default=DEFAULT_DATA)
     ap.add_argument("--csv", type=pathlib.Path, default=None)
+    ap.add_argument("--trace", action="store_true",
+                    help="time every case as a trace set (step_trace), not only pg_name ones")
     args = ap.parse_args(argv)
     rows = []
     for case, res in load(args.data):
         astra = float(res["astra_max_ns"]) if res.get("astra_max_ns") else float("nan")
+        pg = any("dims" not in g for g in case["groups"].values())
         try:
-            ours, note = predict_ns(case), ""
+            if pg or args.trace:
+                ours, note = simulate_case(case).time_ns, "trace"
+            else:
+                ours, note = predict_ns(case), ""
         except LibraInputError as e:
             ours, note = float("nan"), str(e).split(":")[1][:60]
         err = (ours - astra) / astra
