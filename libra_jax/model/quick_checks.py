@@ -116,12 +116,12 @@ def checked(value, hi: float | None) -> tuple[np.ndarray, float, float] | None:
 
 def bound_list(values, n: int | None, upper: bool) -> list | None:
     """`problem_spec.vector` of a spec's lower (``upper`` False: each in [0, max_gbps]) or upper
-    bounds (each in (0, max_gbps] or +inf), as a list of floats: None gives 0 / +inf
+    bounds (each in (0, max_gbps] or +inf), as a tuple of floats: None gives 0 / +inf
     everywhere (for ``n`` dims); a list, tuple or 1-D float64 array of floats of length
     ``n`` (any length for None). None for anything else (None entries, ints, another
     length: the full check)."""
     if values is None:
-        return None if n is None else [math.inf if upper else 0.0] * n
+        return None if n is None else (math.inf if upper else 0.0,) * n
     if type(values) is np.ndarray:
         if values.ndim != 1 or values.dtype != np.float64:
             return None
@@ -135,7 +135,7 @@ def bound_list(values, n: int | None, upper: bool) -> list | None:
         if type(v) not in _REALS or not ((0.0 < v <= top or v == math.inf) if upper
                                          else 0.0 <= v <= top):
             return None
-    return list(values)
+    return tuple(values)
 
 
 def spec_ok(spec, field_prefix, bounds: bool = True) -> bool:
@@ -166,10 +166,10 @@ def spec_ok(spec, field_prefix, bounds: bool = True) -> bool:
 def surely_builds(x, load: float | None = None) -> bool:
     """Whether building the problem of checked inputs ``x`` (`problem.Inputs` of
     `problem_build._quick_inputs`: no linear rows, no power cap; bounds and rates as
-    lists) raises nothing, for certain (``load``: a bound of sum_k w_k max_d T_kd, e.g.
-    the weights' sum times the largest traffic; None: that sum itself): True only where the constraints hold strictly, with
-    a `MARGIN`, at an explicit point, the bandwidth is bounded, and the step time and cost
-    are bounded far below overflow. (False says nothing: the problem is built at once.)
+    tuples) raises nothing, for certain (``load``: a bound of sum_k w_k max_d T_kd, e.g.
+    the weights' sum times the largest traffic; None: that sum itself): True only where
+    the constraints hold strictly, with a `MARGIN`, at an explicit point, the bandwidth is
+    bounded, and the step time (with ``load``) and cost are bounded far below overflow. (False says nothing: the problem is built at once.)
 
     The builders raise (`problem_lp.lp_fields`, `problem_tree.check_finite_result`) for an empty
     set, an unbounded dim, a set with no strictly interior point, a used dim forced to 0, a
@@ -182,7 +182,7 @@ def surely_builds(x, load: float | None = None) -> bool:
     equality; with one, lo plus the total's excess spread in proportion to the widths (capped at
     the excess), moved towards the least-cost point (the cheapest dims filled first) as far as
     the budget needs."""
-    lo, hi, rates = x.lo, x.hi, x.rates  # (lists: `quick_inputs`)
+    lo, hi, rates = x.lo, x.hi, x.rates  # (tuples: `_quick_inputs`)
     d = len(lo)
     total, budget = x.total, x.budget
     width = [b - a for a, b in zip(lo, hi)]
