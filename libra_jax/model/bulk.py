@@ -23,10 +23,11 @@ from libra_jax.model.quick_checks import FINITE_BOUND
 from libra_jax.types import LibraInputError
 
 
-def build_all(problems) -> None:
+def build_all(problems) -> list[tuple[P.Problem, list[int]]]:
     """Builds together the unbuilt problems of ``problems`` that no block holds yet (see the
     module docstring), placing each in its block. A problem whose building raises (which
-    `surely_builds` rules out) raises here, named by its index in ``problems``."""
+    `surely_builds` rules out) raises here, named by its index in ``problems``. Returns the
+    blocks made, each with the index in ``problems`` of each of its rows, in order."""
     groups: dict[tuple, tuple[list[int], list]] = {}
     unbuilt, problem = P.unbuilt, P.Problem
     for i, p in enumerate(problems):
@@ -38,8 +39,7 @@ def build_all(problems) -> None:
                 groups[key] = group = ([], [])
             group[0].append(i)
             group[1].append(x)
-    for idx, xs in groups.values():
-        _build_group(problems, idx, xs)
+    return [made for idx, xs in groups.values() for made in _build_group(problems, idx, xs)]
 
 
 #: Odd multipliers of the row hash of `_merge_many` (any values work: equal hashes of
@@ -98,7 +98,7 @@ def _merge_many(traffic: list, weight: list, d: int):
     return t[is_first], merged, merged_counts
 
 
-def _build_group(problems, idx: list[int], xs: list) -> None:
+def _build_group(problems, idx: list[int], xs: list) -> list[tuple[P.Problem, list[int]]]:
     """`build_all` for the problems ``idx`` (inputs ``xs``) of one constraint form."""
     x0 = xs[0]
     d = len(x0.lo)
@@ -108,7 +108,7 @@ def _build_group(problems, idx: list[int], xs: list) -> None:
                 P.materialise(problems[i])
             except LibraInputError as e:
                 raise LibraInputError(f"problems[{i}]: {e}") from None
-        return
+        return []
     nb = len(idx)
     traffic, weight, counts = _merge_many([x.traffic for x in xs], [x.weight for x in xs], d)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -130,6 +130,7 @@ def _build_group(problems, idx: list[int], xs: list) -> None:
         built = _one(problems, idx[b], xs[b])
         for name, value in fields.items():
             value[b] = getattr(built, name)
+    made = []
     for k in np.unique(counts):
         rows = np.flatnonzero(counts == k)
         phase = starts[rows][:, None] + np.arange(k)
@@ -138,8 +139,11 @@ def _build_group(problems, idx: list[int], xs: list) -> None:
                           compute_s=compute[rows],
                           **{name: value[rows] for name, value in fields.items()},
                           **P.no_rows((len(rows),), d), has_cost=x0.has_cost)
-        for j, r in enumerate(rows):
-            P.place(problems[idx[r]], block, j)
+        block_idx = [idx[r] for r in rows.tolist()]
+        for j, i in enumerate(block_idx):
+            P.place(problems[i], block, j)
+        made.append((block, block_idx))
+    return made
 
 
 def _one(problems, i: int, x: P.Inputs) -> P.Problem:

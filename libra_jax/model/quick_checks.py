@@ -169,7 +169,8 @@ def surely_builds(x, load: float | None = None) -> bool:
     tuples) raises nothing, for certain (``load``: a bound of sum_k w_k max_d T_kd, e.g.
     the weights' sum times the largest traffic; None: that sum itself): True only where
     the constraints hold strictly, with a `MARGIN`, at an explicit point, the bandwidth is
-    bounded, and the step time (with ``load``) and cost are bounded far below overflow. (False says nothing: the problem is built at once.)
+    bounded, and the step time (with ``load``) and cost are bounded far below overflow.
+    (False says nothing: the problem is built at once.)
 
     The builders raise (`problem_lp.lp_fields`, `problem_tree.check_finite_result`) for an empty
     set, an unbounded dim, a set with no strictly interior point, a used dim forced to 0, a

@@ -503,12 +503,17 @@ def solve_stacked(p: Problem | list[Problem], *, caps=None, dtype=np.float64,
 def _groups(problems: list[Problem]) -> tuple[list[Problem], np.ndarray]:
     """The stacked groups of one size each that `solve_batch` solves, and the input index
     of each of their rows in order. Problems that `problem_from_arrays` left unbuilt are
-    built together (`bulk.build_all`) and their blocks taken as they are (the rows of each
-    block in the list, in order); the others are stacked by size (`problem_sizes`)."""
-    bulk.build_all(problems)
+    built together (`bulk.build_all`) and the blocks it makes taken as they are; those of
+    blocks made by an earlier call are taken from their blocks (the rows of each block in
+    the list, in order); the others are stacked by size (`problem_sizes`)."""
+    made = bulk.build_all(problems)
+    covered = np.zeros(len(problems), bool)
+    for _, idxs in made:
+        covered[idxs] = True
     blocks: dict[int, tuple] = {}
     by_size: dict[tuple, list[int]] = {}
-    for idx, q in enumerate(problems):
+    for idx in np.flatnonzero(~covered).tolist():
+        q = problems[idx]
         placed = block_row(q)
         if placed is not None:
             block, row = placed
@@ -517,7 +522,8 @@ def _groups(problems: list[Problem]) -> tuple[list[Problem], np.ndarray]:
             entry[2].append(idx)
         else:
             by_size.setdefault(problem_sizes(q), []).append(idx)
-    groups, order = [], []
+    groups = [block for block, _ in made]
+    order = [i for _, idxs in made for i in idxs]
     for block, rows, idxs in blocks.values():
         whole = rows == list(range(block.lo.shape[0]))
         groups.append(block if whole else take(block, np.asarray(rows)))
@@ -554,7 +560,8 @@ def solve_batch(problems: list[Problem], *, caps=None, dtype=np.float64,
             "stacked batch to solve_stacked).")
     problems = as_list(problems, "problems", what="a list of problems (Problem)")
     for i, q in enumerate(problems):
-        as_instance(q, Problem, f"problems[{i}]")
+        if type(q) is not Problem:
+            as_instance(q, Problem, f"problems[{i}]")
         if unbuilt(q) is None and block_row(q) is None:  # (an unbuilt one is one problem)
             check_problem(q, f"problems[{i}]")
     n = len(problems)
