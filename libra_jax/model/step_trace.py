@@ -245,7 +245,8 @@ def ring_finish_aware(routes, ser_ns: Sequence[float], lat_ns: Sequence[float], 
 
 class _Stream:
     __slots__ = ("node", "priority", "stages", "pos", "left", "seq", "rk", "rate", "held",
-                 "step", "steps", "msg_ns", "path", "reductions", "red_step")
+                 "step", "steps", "msg_ns", "path", "reductions", "red_step", "hops", "pre",
+                 "post")
 
     def __init__(self, node, priority, stages, seq, rk, held):
         self.node, self.priority, self.stages, self.seq, self.rk = (node, priority, stages,
@@ -253,6 +254,7 @@ class _Stream:
         self.pos = 0
         self.left = 1.0
         self.held = held  # waiting for the other member classes to issue its collective
+        self.hops = self.pre = None  # a pg ring stage's per-hop (ser, lat) and overheads
 
 
 class _P2P:
@@ -529,6 +531,36 @@ class _Shapes:
         self.ring_cache[key] = fin
         return fin
 
+    def local_ring(self, ring, dr: int, rank: int):
+        """A pg ring stage on ``rank`` as its own links see it (aware backend): (links of
+        its route to its receiver, [(serialisation, latency)] per hop, pre [steps], post),
+        all scaled so that alone it takes exactly the ring's stage time of that member
+        (`ring_ns`): contention with the rank's other traffic then delays it through
+        the links' FIFOs."""
+        key = (ring, dr, rank)
+        if key in self.ring_cache:
+            return self.ring_cache[key]
+        g, msg, steps, red = ring
+        members = self.trace.groups[g].ranks
+        pos = members.index(rank)
+        n = len(members)
+        dst = members[(pos + 1) % n] if dr == 0 else members[(pos - 1) % n]
+        route = self.geo.route(rank, dst, f"group {show(self.trace.groups[g].name)}",
+                               local=True)
+        pre, post = _step_overheads(steps, red, n, float(self.tm.endpoint_delay_ns))
+        hops = [(msg / self.geo.bw[d], self.geo.lat[d]) for _, d in route]
+        alone = sum(pre) + post + steps * sum(a + b for a, b in hops)
+        want = float(self.ring_ns(ring, dr)[pos])
+        if want >= alone:  # waits for slower hops before it: longer gaps, same link use
+            pre = [p + (want - alone) / steps for p in pre]
+        else:  # its own route is the longer: everything shrinks alike
+            ratio = want / alone
+            hops = [(a * ratio, b * ratio) for a, b in hops]
+            pre, post = [p * ratio for p in pre], post * ratio
+        out = (tuple(link for link, _ in route), hops, pre, post)
+        self.ring_cache[key] = out
+        return out
+
     def ring_directions(self, collective: int) -> tuple[int, ...]:
         q = int(self.tm.queues_per_dim)
         return (0,) if collective == Collective.ALLREDUCE or q < 2 else (0, 1)
@@ -654,6 +686,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         return ((dim, 0 if npd[dim] <= 2 else dr),)
 
     def pre_send_ns(s: _Stream) -> float:
+        if s.pre is not None:
+            return s.pre[s.step]
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
 
     def link_put(rk: _Rank, link, msg, t: float) -> None:
@@ -663,7 +697,10 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         rk.link_busy[link] = True
         owner, hop = msg
         if type(owner) is _Stream:
-            ser, la = owner.msg_ns, lat[owner.stages[owner.pos][0]]
+            if owner.hops is None:
+                ser, la = owner.msg_ns, lat[owner.stages[owner.pos][0]]
+            else:
+                ser, la = owner.hops[hop]
         else:
             ser, la = owner.ser[hop], owner.lat[hop]
         push(t + ser, "free", (rk, link))
@@ -671,10 +708,13 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
 
     def start_stage_aware(s: _Stream) -> None:
         dim, coef, fixed, _, dr, _, steps, red, n_d, ring = s.stages[s.pos]
-        if ring is not None:
-            push(now + fixed, "done", s)
-            return
         s.step = 0
+        if ring is not None:
+            s.path, s.hops, s.pre, s.post = shapes.local_ring(ring, dr, s.rk.rank)
+            s.steps = ring[2]
+            push(now + s.pre[0], "send", s)
+            return
+        s.hops = s.pre = None
         s.steps = max(int(round(steps)), 1)
         s.msg_ns = coef / s.steps / bw[dim] if coef > 0 else 0.0
         s.path = path(dim, dr)
@@ -854,7 +894,10 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 if s.step < s.steps:
                     push(t + pre_send_ns(s), "send", s)
                 else:
-                    post = s.red_step if s.reductions >= s.steps else 0.0
+                    if s.pre is not None:
+                        post = s.post
+                    else:
+                        post = s.red_step if s.reductions >= s.steps else 0.0
                     push(t + post, "done", s)
         elif kind == "msg":
             deliver(*payload)
