@@ -23,7 +23,7 @@ import pathlib
 import hydra
 from omegaconf import DictConfig
 
-from libra_jax.cli import config, jobs, report, runtime, tables
+from libra_jax.cli import config, report, runtime, tables, trace_report
 from libra_jax.cli.report import EVALUATE_KEYS  # noqa: F401  (the command's result keys)
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.evaluate import constraint_report, evaluate, rounding_gbps  # noqa: F401
@@ -36,13 +36,16 @@ log = logging.getLogger(__name__)
 def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
     """Evaluate the configured design (`studies.job.evaluate`), print the table, write
     ``result.json``; returns the objective value (ns, or ns*$ for
-    ``objective=perf_per_cost``)."""
+    ``objective=perf_per_cost``). A trace set (``workload.chakra_et``) goes to
+    `trace_report.evaluate`."""
+    if c.workload.chakra_et is not None:
+        return trace_report.evaluate(c, output_dir)
     ev = evaluate(c)
     data = report.evaluation_dict(ev)
     print(tables.format_evaluation(data, ev.network, ev.workload, ev.timing_model), flush=True)
     export_astrasim(c, output_dir, ev.network, ev.bandwidth_gbps, ev.timing_model, ev.workload)
     report.write_json(output_dir / "result.json", data)
-    key = jobs.objective_key(c.objective)
+    key = report.objective_key(c.objective)
     value = runtime.objective_value(data[key])
     violated = data["constraints"]["violated"]
     verdict = "met" if not violated else "VIOLATED" + (

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import pathlib
 
-from libra_jax.cli import report, runtime, tables
+from libra_jax.cli import report, runtime, tables, trace_report
+from libra_jax.cli.report import objective_key
 from libra_jax.studies.job import train as study
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.export import export_astrasim
@@ -25,18 +26,14 @@ log = logging.getLogger(__name__)
 def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
     """The job of ``libra-train``: runs the study, prints and writes its result; returns its
     objective value."""
+    if c.workload.chakra_et is not None:
+        return trace_report.train(c, output_dir)
     run = study.train(c)
     if isinstance(run, study.MultiRun):
         return _multi(run, output_dir)
     if isinstance(run, study.CosearchRun):
         return _cosearch(run, output_dir)
     return _single(c, run, output_dir)
-
-
-def objective_key(objective: str) -> str:
-    """The ``result.json`` key of the value a single-workload ``objective`` minimises."""
-    return {"perf_per_cost": "time_x_cost",
-            "perf_per_watt": "energy_per_step_j"}.get(objective, "step_time_ns")
 
 
 def _log_result(status: str, key: str, value: float, solve_s: float, compile_s: float,

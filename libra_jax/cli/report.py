@@ -52,6 +52,12 @@ RESULT_KEYS = (
 # --------------------------------------------------------------------------------------------
 
 
+def objective_key(objective: str) -> str:
+    """The ``result.json`` key of the value a single-workload ``objective`` minimises."""
+    return {"perf_per_cost": "time_x_cost",
+            "perf_per_watt": "energy_per_step_j"}.get(objective, "step_time_ns")
+
+
 def json_num(x: Any) -> float | None:
     """A JSON-safe float: None for None and for non-finite values (JSON has no NaN/inf)."""
     if x is None:

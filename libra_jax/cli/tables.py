@@ -55,7 +55,7 @@ def _fmt(x: Any, spec: str, unit: str = "") -> str:
     return f"{v:{spec}}{unit}"
 
 
-def _constraints_text(spec: Any) -> list[str]:
+def constraints_text(spec: Any) -> list[str]:
     """One line per constraint of a ``problem.ConstraintSpec``."""
     if spec is None:
         return []
@@ -101,11 +101,11 @@ def format_physical(limits: Any, reference: Any) -> list[str]:
                          _fmt(x["network_power_w"], ",.0f", " W"),
                          _fmt(x["energy_per_step_j"], ",.2f", " J"),
                          str(x.get("status", "-"))))
-        lines += _table(rows, "lrrrrrl")
+        lines += text_table(rows, "lrrrrrl")
     return lines
 
 
-def _table(rows: Sequence[Sequence[str]], align: str) -> list[str]:
+def text_table(rows: Sequence[Sequence[str]], align: str) -> list[str]:
     """Left/right aligned columns ('l'/'r' per column), two spaces apart."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(align))]
     out = []
@@ -118,7 +118,7 @@ def _table(rows: Sequence[Sequence[str]], align: str) -> list[str]:
 def _header_and_dims(title, objective, words, spec, network, bw, base_bw, label) -> list:
     """Title, objective and constraint lines, then the per-dimension bandwidth table."""
     lines = [title, f"objective:   {objective} ({words.get(objective, objective)})"]
-    for i, c in enumerate(_constraints_text(spec)):
+    for i, c in enumerate(constraints_text(spec)):
         lines.append(("constraints: " if i == 0 else "             ") + c)
     lines.append("")
     tiers = network.cost_tiers or ("-",) * network.num_dims
@@ -129,7 +129,7 @@ def _header_and_dims(title, objective, words, spec, network, bw, base_bw, label)
                      _fmt(bw[d], ".3f"), _fmt(base_bw[d], ".3f")))
     rows.append(("", "total", "", "", _fmt(sum(map(float, bw)), ".3f"),
                  _fmt(sum(map(float, base_bw)), ".3f")))
-    lines += _table(rows, "rlrlrr")
+    lines += text_table(rows, "rlrlrr")
     lines.append("(bandwidth is per NPU, per dimension)")
     design = design_override(bw)
     if design is not None:
@@ -222,7 +222,7 @@ def format_table(
             ("energy per step", _fmt(pw["energy_per_step_j"], ",.4f", " J"),
              _fmt(base["energy_per_step_j"], ",.4f", " J")),
         ]
-    lines += _table(rows, "lrr")
+    lines += text_table(rows, "lrr")
     lines.append("")
     rows = [
         ("speed-up over equal split", times(speedup(result, baseline))),
@@ -235,7 +235,7 @@ def format_table(
         ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
         ("compile time", _fmt(compile_seconds, ".3f", " s")),
     ]
-    lines += _table(rows, "ll") + _notes(result.status, baseline.projected)
+    lines += text_table(rows, "ll") + _notes(result.status, baseline.projected)
     return "\n".join(lines)
 
 
@@ -275,7 +275,7 @@ def format_multi_table(result: Any, network: Any, spec: Any = None,
             _fmt(ratio(w.step_time_ns, w.own_optimum_step_time_ns), ".4f", "x"),
             _fmt(ratio(w.equal_split_step_time_ns, w.step_time_ns), ".4f", "x"),
         ))
-    lines += _table(rows, "lrrrrrr")
+    lines += text_table(rows, "lrrrrrr")
     lines.append("(step time of each workload; own optimum: the workload alone on the network)")
     lines.append("")
 
@@ -302,7 +302,7 @@ def format_multi_table(result: Any, network: Any, spec: Any = None,
         ("solve time", _fmt(result.solve_seconds, ".3f", " s")),
         ("compile time", _fmt(compile_seconds, ".3f", " s")),
     ]
-    lines += _table(rows, "ll") + _notes(result.status, result.baseline.projected)
+    lines += text_table(rows, "ll") + _notes(result.status, result.baseline.projected)
     return "\n".join(lines)
 
 
@@ -331,7 +331,7 @@ def format_extras(tm: Any, result: Any, exact_ns: float | None, choice: Any,
             rows.append((f"{k}{' *' if i == choice.best else ''}",
                          _fmt(r.step_time_ns, ",.1f", " ns"), _fmt(r.optimality_gap, ".2e"),
                          str(r.status)))
-        lines += _table(rows, "lrrl")
+        lines += text_table(rows, "lrrl")
     if exact_ns is not None and json_num(result.step_time_ns) is not None:
         rel = exact_ns / result.step_time_ns - 1.0
         lines += ["", f"simulated step at the optimum: {exact_ns:,.1f} ns "
@@ -383,7 +383,7 @@ def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int
     for d in range(network.num_dims):
         rows.append((str(d), network.blocks[d], str(network.npus[d]), tiers[d],
                      _fmt(data["bandwidth_gbps"][d], ".3f")))
-    lines += _table(rows, "rlrlr") + [""]
+    lines += text_table(rows, "rlrlr") + [""]
 
     def ns(x):
         return "-" if x is None else f"{x / 1e6:,.4f} ms ({x:,.1f} ns)"
@@ -401,7 +401,7 @@ def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int
         rows.append(("LIBRA model step time", ns(data["step_time_libra_ns"])))
     c = data["constraints"]
     rows.append(("constraints", "met" if c["satisfied"] else "VIOLATED: " + "; ".join(c["violated"])))
-    lines += _table(rows, "ll") + [""]
+    lines += text_table(rows, "ll") + [""]
     br = sorted(data["breakdown"], key=lambda b: -b["time_ns"])
     lines.append(f"collectives by time (top {min(top, len(br))} of {len(br)}; per-dimension busy "
                  "time = bandwidth + latency + reduction, ns):")
@@ -412,7 +412,7 @@ def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int
         rows.append((b["layer"], b["phase"], b["collective"], f"{b['size_bytes']:,.0f}",
                      f"{b['time_ns']:,.1f}", f"{b['fill_drain_ns']:,.1f}")
                     + tuple(f"{x:,.1f}" for x in b["busy_ns"]))
-    lines += _table(rows, "lllrrr" + "r" * network.num_dims)
+    lines += text_table(rows, "lllrrr" + "r" * network.num_dims)
     return "\n".join(lines)
 
 
@@ -441,7 +441,7 @@ def format_cosearch_table(res: Any, top_k: int) -> str:
     rows = [header] + [row(str(i + 1), r) for i, r in enumerate(res.ranked[:top_k])]
     if ref is not None:
         rows.append(row("ref", ref))
-    lines += _table(rows, "rlrrrrrl")
+    lines += text_table(rows, "rlrrrrrl")
     if ref is not None:
         lines.append("(ref: the reference communicator's mapping, same model and constraints"
                      + ("" if ref.memory.fits else "; it does NOT fit in memory: "

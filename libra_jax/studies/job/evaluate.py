@@ -71,8 +71,8 @@ def evaluate(c: LibraConfig) -> Evaluation:
         raise LibraInputError(
             f"system.chunks = {show(chunk_counts)}: evaluate takes one chunk count (a list is a "
             "search, which libra_jax.train runs).")
-    bw = _design(c, network.num_dims)
-    _check_lengths(spec, network.num_dims)
+    bw = design_bandwidths(c, network.num_dims)
+    check_lengths(spec, network.num_dims)
     coll_ns, breakdown = timing.collective_times_ns(workload, network, tm, bw)
     for i, part in enumerate(breakdown):
         if not np.isfinite(part["time_ns"]):
@@ -96,7 +96,7 @@ def evaluate(c: LibraConfig) -> Evaluation:
                        else resolve_path(c.workload.file, "workload.file")))
 
 
-def _design(c: LibraConfig, num_dims: int) -> np.ndarray:
+def design_bandwidths(c: LibraConfig, num_dims: int) -> np.ndarray:
     bw = c.bandwidth_gbps
     if bw is None:
         raise LibraInputError(
@@ -117,7 +117,7 @@ def _design(c: LibraConfig, num_dims: int) -> np.ndarray:
     return out
 
 
-def _check_lengths(spec, num_dims: int) -> None:
+def check_lengths(spec, num_dims: int) -> None:
     """Per-dimension bounds have one entry per dimension (the constraint values themselves
     are checked when the spec is made)."""
     for field in ("lower_gbps", "upper_gbps"):

@@ -6,13 +6,47 @@ from __future__ import annotations
 import logging
 import pathlib
 
-from libra_jax.inputs import astrasim, chakra
+from libra_jax.inputs import astrasim, chakra, chakra_export
 from libra_jax.model import step
 from libra_jax.model.timing import TimingModel
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
+
+
+def _design_files(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
+                  tm: TimingModel) -> None:
+    """The network YAML and system JSON in ``<run dir>/astrasim/``."""
+    delay = tm.endpoint_delay_ns
+    if delay != int(delay):
+        raise LibraInputError(
+            f"system.endpoint_delay_ns = {show(delay)}: ASTRA-sim counts whole ns; give an integer "
+            "to export the design (export_astrasim=true).")
+    yml, js = astrasim.export_design(
+        network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
+        chunks=tm.chunks, endpoint_delay_ns=int(delay),
+        local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
+        scheduling_policy=tm.queue_policy.upper())
+    log.info("ASTRA-sim design: %s and %s", yml, js)
+
+
+def _run_script(out: pathlib.Path, tm: TimingModel, comm_groups: str = "empty") -> None:
+    """``<out>/run.sh``: the simulator's command line on the files of ``out``."""
+    backend = "Aware" if tm.network_backend == "aware" else "Unaware"
+    inflight = tm.max_inflight_collectives or 1024
+    (out / "run.sh").write_text(
+        "#!/bin/sh\n# ASTRA-sim 2.x (analytical backend) on the step libra_jax timed; "
+        "ASTRASIM_MAX_INFLIGHT_COMM needs the local patch of\n# "
+        "shared/reference/astrasim_workload (stock ASTRA-sim runs one collective per NPU).\n"
+        'echo \'{"memory-type": "NO_MEMORY_EXPANSION"}\' > "$(dirname "$0")/memory.json"\n'
+        f"ASTRASIM_MAX_INFLIGHT_COMM={inflight} "
+        f"${{ASTRA_SIM_BIN:-AstraSim_Analytical_Congestion_{backend}}} "
+        f'--workload-configuration="$(dirname "$0")/et/wl" --comm-group-configuration={comm_groups} '
+        '--system-configuration="$(dirname "$0")/system.json" '
+        '--remote-memory-configuration="$(dirname "$0")/memory.json" '
+        '--network-configuration="$(dirname "$0")/network.yml" '
+        f"--num-queues-per-dim={tm.queues_per_dim}\n")
 
 
 def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
@@ -25,17 +59,7 @@ def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth
     command line in ``astrasim/run.sh``."""
     if not c.export_astrasim:
         return
-    delay = tm.endpoint_delay_ns
-    if delay != int(delay):
-        raise LibraInputError(
-            f"system.endpoint_delay_ns = {show(delay)}: ASTRA-sim counts whole ns; give an integer "
-            "to export the design (export_astrasim=true).")
-    yml, js = astrasim.export_design(
-        network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
-        chunks=tm.chunks, endpoint_delay_ns=int(delay),
-        local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
-        scheduling_policy=tm.queue_policy.upper())
-    log.info("ASTRA-sim design: %s and %s", yml, js)
+    _design_files(c, output_dir, network, bandwidth_gbps, tm)
     if workload is None:
         return
     out = output_dir / "astrasim"
@@ -46,20 +70,26 @@ def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth
         log.warning("Chakra ETs not written: %s", e)
         return
     rounding = chakra.rounding_report(nodes)
-    backend = "Aware" if tm.network_backend == "aware" else "Unaware"
-    inflight = tm.max_inflight_collectives or 1024
-    (out / "run.sh").write_text(
-        "#!/bin/sh\n# ASTRA-sim 2.x (analytical backend) on the step libra_jax timed; "
-        "ASTRASIM_MAX_INFLIGHT_COMM needs the local patch of\n# "
-        "shared/reference/astrasim_workload (stock ASTRA-sim runs one collective per NPU).\n"
-        'echo \'{"memory-type": "NO_MEMORY_EXPANSION"}\' > "$(dirname "$0")/memory.json"\n'
-        f"ASTRASIM_MAX_INFLIGHT_COMM={inflight} "
-        f"${{ASTRA_SIM_BIN:-AstraSim_Analytical_Congestion_{backend}}} "
-        '--workload-configuration="$(dirname "$0")/et/wl" --comm-group-configuration=empty '
-        '--system-configuration="$(dirname "$0")/system.json" '
-        '--remote-memory-configuration="$(dirname "$0")/memory.json" '
-        '--network-configuration="$(dirname "$0")/network.yml" '
-        f"--num-queues-per-dim={tm.queues_per_dim}\n")
+    _run_script(out, tm)
     log.info("Chakra ETs: %d files in %s (compute rounded to whole us: %+.0f ns in all, "
              "%d node(s) written as 0 us); command: %s", len(paths), out / "et",
              rounding.total_change_ns, len(rounding.zero_us_nodes), out / "run.sh")
+
+
+def export_astrasim_trace(c: LibraConfig, output_dir: pathlib.Path, inputs,
+                          bandwidth_gbps) -> None:
+    """With ``export_astrasim=true`` on an imported trace set (`studies.job.trace`): the
+    design's network YAML and system JSON, the trace set written back as
+    ``astrasim/et/wl.<rank>.et`` (with ``wl.comm_groups.json`` for its ``pg_name`` groups;
+    `libra_jax.inputs.chakra_export`) and the command in ``astrasim/run.sh``."""
+    if not c.export_astrasim:
+        return
+    tm = inputs.timing_model
+    _design_files(c, output_dir, inputs.network, bandwidth_gbps, tm)
+    out = output_dir / "astrasim"
+    paths = chakra_export.write_trace_set(inputs.trace, out / "et", name="wl")
+    groups = out / "et" / "wl.comm_groups.json"
+    _run_script(out, tm, '"$(dirname "$0")/et/wl.comm_groups.json"' if groups.exists()
+                else "empty")
+    log.info("Chakra ETs: %d files in %s; command: %s", len(paths.et), out / "et",
+             out / "run.sh")

@@ -179,9 +179,10 @@ def check_workload_source(w: WorkloadConfig) -> None:
     if len(given) > 1:
         raise LibraInputError(
             " and ".join(f"workload.{k}={show(getattr(w, k))}" for k in given)
-            + f" are {'both' if len(given) == 2 else 'all'} set: a workload is read from a file (workload.file), from a Chakra "
-            "trace set (workload.chakra_et) or generated (workload.generator); set the "
-            f"others to null (e.g. workload.{given[0]}=null).")
+            + f" are {'both' if len(given) == 2 else 'all'} set: a workload is read from a "
+            "file (workload.file), from a Chakra trace set (workload.chakra_et) or generated "
+            "(workload.generator); set the others to null"
+            f" (e.g. workload.{given[0]}=null).")
     if w.comm_groups is not None and w.chakra_et is None:
         raise LibraInputError(
             f"workload.comm_groups={show(w.comm_groups)} is the communicator groups of a "

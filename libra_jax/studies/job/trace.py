@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import pathlib
 import time
 
 import numpy as np
 
+from libra_jax.inputs import DATA_DIR
 from libra_jax.inputs.chakra_import import read_chakra
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import Network
@@ -34,7 +37,9 @@ from libra_jax.model.timing import TimingModel
 from libra_jax.model.trace_rows import TraceBound
 from libra_jax.solvers.solve import SolveResult, equal_split, solve
 from libra_jax.studies.job.config import LibraConfig
+from libra_jax.studies.job.evaluate import check_lengths, constraint_report, design_bandwidths
 from libra_jax.studies.job.inputs import check_workload_source, design_inputs, to_timing
+from libra_jax.studies.job.train import power_kwargs, power_of_run
 from libra_jax.types import LibraInputError, TraceSet, show
 
 log = logging.getLogger(__name__)
@@ -84,7 +89,7 @@ def trace_inputs(c: LibraConfig) -> TraceInputs:
             "count (the chunk-count search is for generated and file workloads).")
     groups = None if w.comm_groups is None else str(
         resolve_path(w.comm_groups, "workload.comm_groups"))
-    trace = read_chakra(w.chakra_et, groups, num_dims=network.num_dims)
+    trace = read_chakra(trace_prefix(w.chakra_et), groups, num_dims=network.num_dims)
     npus = int(np.prod(network.npus))
     if trace.num_ranks != npus:
         raise LibraInputError(
@@ -95,16 +100,32 @@ def trace_inputs(c: LibraConfig) -> TraceInputs:
     return TraceInputs(network, cost_rates, spec, tm, trace, str(w.chakra_et))
 
 
+def trace_prefix(value) -> str:
+    """Where ``workload.chakra_et`` points: the prefix as given when its rank 0 file is
+    there (relative to the working directory), else the one shipped with the package
+    (``libra_jax/data/<prefix>``, e.g. ``traces/pipeline8/pp``) when that exists; otherwise
+    as given, for `read_chakra` to say what it looked for."""
+    text = os.path.expanduser(str(value))
+    candidates = [pathlib.Path(text)]
+    if not os.path.isabs(text):
+        candidates.append(DATA_DIR / text)
+    for c in candidates:
+        if any(pathlib.Path(f"{c}.0{ext}").is_file() for ext in (".et", ".et.gz")):
+            return str(c)
+    return text
+
+
 @dataclasses.dataclass(frozen=True)
 class TraceEvaluation:
     """A design evaluated on a trace set.
 
     Attributes:
       inputs: the `TraceInputs`. bandwidth_gbps: [D] the design, GB/s per NPU.
-      timing: `step_trace.simulate_trace`'s result (step ns, each rank's end).
-      lower_bound_ns: the critical path at the design, every node at its isolated time
-        (`TraceBound.longest_path`): what the step would take without any contention.
+      timing: `step_trace.simulate_trace`'s result (step ns, each rank's end, classes).
+      lower_bound_ns: the longest path at the design, every node at its isolated time
+        (`TraceBound.longest_path`): the step without any contention.
       network_cost_usd: the design's cost, or None without a cost model.
+      power: (rates [D] W per GB/s, static W) or None. constraints: `constraint_report`.
       simulate_seconds: wall time of the simulation.
     """
 
@@ -113,6 +134,8 @@ class TraceEvaluation:
     timing: object
     lower_bound_ns: float
     network_cost_usd: float | None
+    power: object
+    constraints: dict
     simulate_seconds: float
 
 
@@ -123,29 +146,27 @@ def simulate(inputs: TraceInputs, bw) -> object:
                                      np.asarray(bw, np.float64), inputs.timing_model)
 
 
-def evaluate_trace(c: LibraConfig, bw: np.ndarray) -> TraceEvaluation:
-    """Time the trace set at the design ``bw`` [D] GB/s (already checked)."""
+def evaluate_trace(c: LibraConfig) -> TraceEvaluation:
+    """Time the trace set at the configured design (``bandwidth_gbps``)."""
     inputs = trace_inputs(c)
-    used = _used_dims(inputs)
-    zero = [d for d in used if bw[d] <= 0]
-    if zero:
-        raise LibraInputError(
-            f"bandwidth_gbps[{zero[0]}] = {show(float(bw[zero[0]]))} but the trace set's "
-            f"traffic crosses dimension {zero[0]}: give it a bandwidth > 0.")
+    bw = design_bandwidths(c, inputs.network.num_dims)
+    check_lengths(inputs.spec, inputs.network.num_dims)
+    bound = TraceBound(inputs.trace, inputs.network, inputs.timing_model)
+    rows = bound.rows([])
+    for d in range(inputs.network.num_dims):
+        if bw[d] <= 0 and np.any(rows.coef_gb[:, d] > 0):
+            raise LibraInputError(
+                f"bandwidth_gbps[{d}] = {show(float(bw[d]))} but the trace set's traffic "
+                f"crosses dimension {d}: give it a bandwidth > 0.")
     t0 = time.perf_counter()
     timing = simulate(inputs, bw)
     seconds = time.perf_counter() - t0
-    bound = TraceBound(inputs.trace, inputs.network, inputs.timing_model)
     lower, _ = bound.longest_path(np.where(bw > 0, bw, 1.0))
     cost = None if inputs.cost_rates is None else float(inputs.cost_rates @ bw)
-    return TraceEvaluation(inputs, bw, timing, float(lower), cost, seconds)
-
-
-def _used_dims(inputs: TraceInputs) -> list[int]:
-    """The dimensions some collective or message of the trace set crosses."""
-    bound = TraceBound(inputs.trace, inputs.network, inputs.timing_model)
-    rows = bound.rows([])
-    return [d for d in range(inputs.network.num_dims) if np.any(rows.coef_gb[:, d] > 0)]
+    return TraceEvaluation(inputs, bw, timing, float(lower), cost,
+                           power_of_run(c, inputs.network, inputs.spec),
+                           constraint_report(inputs.spec, bw, cost, inputs.cost_rates),
+                           seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +184,7 @@ class TraceRun:
       rounds: cutting-plane rounds (paths in the model). converged: the last design's
         longest path equals the model there (no path left to add).
       solve_seconds: the solves and the path searches, wall; compile_seconds: JAX
-        compilation in the solves.
+        compilation in the solves. power: (rates [D] W per GB/s, static W) or None.
     """
 
     inputs: TraceInputs
@@ -176,9 +197,10 @@ class TraceRun:
     converged: bool
     solve_seconds: float
     compile_seconds: float
+    power: object
 
 
-def train_trace(c: LibraConfig, power_kwargs: dict) -> TraceRun:
+def train_trace(c: LibraConfig) -> TraceRun:
     """The design the run's objective prefers for the trace set (module docstring)."""
     if c.bandwidth_gbps is not None:
         raise LibraInputError(
@@ -187,6 +209,7 @@ def train_trace(c: LibraConfig, power_kwargs: dict) -> TraceRun:
             "run libra-evaluate.")
     inputs = trace_inputs(c)
     net = inputs.network
+    power = power_of_run(c, net, inputs.spec)
     bound = TraceBound(inputs.trace, net, inputs.timing_model)
     t0 = time.perf_counter()
     paths = [bound.longest_path(_start_point(inputs))[1]]
@@ -197,7 +220,7 @@ def train_trace(c: LibraConfig, power_kwargs: dict) -> TraceRun:
         problem = problem_from_arrays(np.zeros((0, net.num_dims)), np.zeros(0), 0.0,
                                       inputs.cost_rates, inputs.spec, rows=rows)
         result = solve(problem, objective=c.objective, method=c.solver.method,
-                       **power_kwargs)
+                       **power_kwargs(power))
         compile_s += float(result.compile_seconds or 0.0)
         if result.status != "ok" or len(paths) >= MAX_ROUNDS:
             break
@@ -215,7 +238,7 @@ def train_trace(c: LibraConfig, power_kwargs: dict) -> TraceRun:
     base_timing = simulate(inputs, base.bandwidth_gbps)
     return TraceRun(inputs, result, float(timing.time_ns), timing,
                     np.asarray(base.bandwidth_gbps, np.float64), float(base_timing.time_ns),
-                    len(paths), bool(converged), seconds, compile_s)
+                    len(paths), bool(converged), seconds, compile_s, power)
 
 
 def _start_point(inputs: TraceInputs) -> np.ndarray:

@@ -1,0 +1,232 @@
+"""An imported trace set's jobs (issue 32): the cutting-plane lower bound of its step
+(`model.trace_rows`), ``libra-evaluate`` and ``libra-train`` on it (`studies.job.trace`,
+`cli.trace_report`), the export back to ASTRA-sim, and the config's refusals."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from libra_jax.inputs.chakra_export import build_rank_trace, write_trace_set
+from libra_jax.inputs.chakra_import import read_chakra
+from libra_jax.inputs.topology import network_from_lists
+from libra_jax.model import step_trace
+from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
+from libra_jax.model.timing_spec import TimingModel
+from libra_jax.model.trace_rows import TraceBound, differing_dims
+from libra_jax.solvers.solve import solve
+from libra_jax.types import Collective, CommGroup, LibraInputError, TraceNode, TraceSet
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+C, COLL, SEND, RECV = (int(TraceNode.COMPUTE), int(TraceNode.COLLECTIVE), int(TraceNode.SEND),
+                       int(TraceNode.RECV))
+AR = int(Collective.ALLREDUCE)
+
+
+def pipeline_set(micro: int = 1, tp_mib: float = 64.0, act_mib: float = 32.0) -> TraceSet:
+    """8 NPUs on Ring(4) x Switch(2): stage 0 = ranks 0-3 (coordinate 0 on dim 1), stage 1
+    = ranks 4-7. Per micro-batch, stage 0 computes 1 ms, all-reduces ``tp_mib`` MiB over
+    dim 0 (tensor parallel) and sends ``act_mib`` MiB to the same position of stage 1,
+    which receives, computes 1 ms and all-reduces over dim 0."""
+    groups = (CommGroup("dims:0", involved=(True, False)),)
+    tp, act = tp_mib * 2**20, act_mib * 2**20
+    ranks = []
+    for r in range(8):
+        nodes, last = [], None
+        for m in range(micro):
+            base = 10 * m
+            if r < 4:
+                nodes += [dict(id=base, name=f"F{m}", kind=C, duration_ns=1e6,
+                               deps=[] if last is None else [last]),
+                          dict(id=base + 1, name=f"TP{m}", kind=COLL, collective=AR,
+                               size_bytes=tp, group=0, deps=[base]),
+                          dict(id=base + 2, name=f"S{m}", kind=SEND, peer=r + 4, tag=m,
+                               size_bytes=act, deps=[base + 1])]
+                last = base + 1
+            else:
+                nodes += [dict(id=base, name=f"R{m}", kind=RECV, peer=r - 4, tag=m,
+                               size_bytes=act),
+                          dict(id=base + 1, name=f"F{m}", kind=C, duration_ns=1e6,
+                               deps=[base] + ([] if last is None else [last])),
+                          dict(id=base + 2, name=f"TP{m}", kind=COLL, collective=AR,
+                               size_bytes=tp, group=0, deps=[base + 1])]
+                last = base + 2
+        ranks.append(build_rank_trace(r, nodes, path=f"mem.{r}.et"))
+    return TraceSet("mem", tuple(ranks), groups, {})
+
+
+NET = network_from_lists(["Ring", "Switch"], [4, 2])
+TM = TimingModel(model="pipelined")
+
+
+def test_differing_dims_follow_astrasim_numbering():
+    # rank = c0 + 4 * c1 on Ring(4) x Switch(2)
+    assert differing_dims(1, 5, [4, 2]) == [1]
+    assert differing_dims(1, 6, [4, 2]) == [0, 1]
+    assert differing_dims(3, 3, [4, 2]) == []
+
+
+def test_longest_path_by_hand():
+    """One micro-batch at 100 GB/s per dimension, no latency, one chunk: 1 ms compute, the
+    ring all-reduce over 4 NPUs moves 2 * 3/4 * 64 MiB at 100 GB/s, the message 32 MiB over
+    dimension 1, then stage 1's compute and all-reduce."""
+    bound = TraceBound(pipeline_set(), NET, TM)
+    ar = 2 * 0.75 * 64 * 2**20 / 100.0
+    msg = 32 * 2**20 / 100.0
+    length, path = bound.longest_path(np.array([100.0, 100.0]))
+    assert length == pytest.approx(1e6 + ar + msg + 1e6 + ar, rel=1e-12)
+    assert path[0][0] < 4 and path[-1][0] >= 4  # from stage 0 into stage 1
+    rows = bound.rows([path])
+    assert bound.value_ns(rows, [100.0, 100.0]) == pytest.approx(length, rel=1e-12)
+    # at another design the path's row is that path's length there
+    other, _ = bound.longest_path(np.array([300.0, 50.0]))
+    assert bound.value_ns(rows, [300.0, 50.0]) == pytest.approx(other, rel=1e-12)
+
+
+def test_aware_messages_cross_every_differing_dimension_and_twice_a_switch():
+    aware = TimingModel(model="pipelined", network_backend="aware")
+    bound = TraceBound(pipeline_set(), NET, aware)
+    length, _ = bound.longest_path(np.array([100.0, 100.0]))
+    ar = 2 * 0.75 * 64 * 2**20 / 100.0
+    assert length == pytest.approx(1e6 + ar + 2 * 32 * 2**20 / 100.0 + 1e6 + ar, rel=1e-12)
+
+
+def test_the_model_needs_the_simulated_step_model():
+    with pytest.raises(LibraInputError, match="model=pipelined"):
+        TraceBound(pipeline_set(), NET, TimingModel())
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+def test_bound_below_the_simulated_step_at_random_designs(backend):
+    tm = TimingModel(model="pipelined", network_backend=backend, chunks=2,
+                     latency_ns=[200.0, 500.0], endpoint_delay_ns=10.0)
+    trace = pipeline_set(micro=3)
+    bound = TraceBound(trace, NET, tm)
+    rng = np.random.default_rng(5)
+    for bw in rng.uniform(5.0, 500.0, size=(12, 2)):
+        lower, _ = bound.longest_path(bw)
+        sim = step_trace.simulate_trace(trace, NET.block_codes, NET.npus, bw, tm).time_ns
+        assert lower <= sim * (1 + 1e-9)
+
+
+def _train(trace, tm, spec, objective="perf", cost=None):
+    bound = TraceBound(trace, NET, tm)
+    paths = [bound.longest_path(np.array([100.0, 100.0]))[1]]
+    for _ in range(30):
+        rows = bound.rows(paths)
+        p = problem_from_arrays(np.zeros((0, 2)), np.zeros(0), 0.0, cost, spec, rows=rows)
+        res = solve(p, objective=objective)
+        length, path = bound.longest_path(res.bandwidth_gbps)
+        if length <= bound.value_ns(rows, res.bandwidth_gbps) * (1 + 1e-9):
+            return res, len(paths)
+        paths.append(path)
+    raise AssertionError("the cutting plane did not converge")
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+def test_cutting_plane_certifies_against_a_grid_of_simulated_steps(backend):
+    """The model's certified lower bound is below the best simulated step of a fine grid
+    over the budget, and the simulated step at the optimum is within the certified gap."""
+    tm = TimingModel(model="pipelined", network_backend=backend, chunks=2,
+                     latency_ns=[100.0, 100.0])
+    trace = pipeline_set(micro=2)
+    spec = ConstraintSpec(total_bw_gbps=400.0)
+    res, rounds = _train(trace, tm, spec)
+    assert res.status == "ok" and rounds >= 1
+    exact = step_trace.simulate_trace(trace, NET.block_codes, NET.npus, res.bandwidth_gbps,
+                                      tm).time_ns
+    grid = [step_trace.simulate_trace(trace, NET.block_codes, NET.npus,
+                                      np.array([x, 400.0 - x]), tm).time_ns
+            for x in np.linspace(4.0, 396.0, 99)]
+    assert res.lower_bound <= min(grid) * (1 + 1e-9)
+    assert res.lower_bound <= exact * (1 + 1e-9)
+    # the simulated optimum is as good as the grid's best (a grid point 4 GB/s apart)
+    assert exact <= min(grid) * 1.02
+    assert abs(sum(res.bandwidth_gbps) - 400.0) < 1e-6
+
+
+# ------------------------------------------------------------------ the commands
+
+
+def _command(module: str, *args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    env = {"HYDRA_FULL_ERROR": "0", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
+           "HOME": str(cwd)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+NET_ARGS = ("network.topology=[Ring,Switch]", "network.npus=[4,2]", "model=pipelined")
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("trace")
+    write_trace_set(pipeline_set(micro=3), d, name="pp")
+    return d
+
+
+def test_train_and_evaluate_a_trace_set(trace_dir, tmp_path):
+    """libra-train on a two-stage pipeline: the optimum, its simulated step (equal to the
+    simulation in process), the certified gap, the equal split, the classes, and the
+    ASTRA-sim export of the trace set; then libra-evaluate of that design agrees."""
+    run = tmp_path / "train"
+    proc = _command("libra_jax.train", f"workload.chakra_et={trace_dir / 'pp'}", *NET_ARGS,
+                    "constraints.total_bw_gbps=300", "system.chunks=2",
+                    "export_astrasim=true", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "certified gap to the best simulated step" in proc.stdout
+    data = json.loads((run / "result.json").read_text())
+    assert data["status"] == "ok" and data["objective"] == "perf"
+    bw = np.asarray(data["bandwidth_gbps"])
+    assert abs(bw.sum() - 300.0) < 1e-6
+    trace = read_chakra(trace_dir / "pp", num_dims=2)
+    tm = TimingModel(model="pipelined", chunks=2)
+    sim = step_trace.simulate_trace(trace, NET.block_codes, NET.npus, bw, tm)
+    assert data["step_time_ns"] == pytest.approx(sim.time_ns, rel=1e-12)
+    assert 0 <= data["exact_optimality_gap"] < 1e-6
+    assert data["lower_bound"] <= data["step_time_ns"] * (1 + 1e-9)
+    assert data["equal_split"]["step_time_ns"] >= data["step_time_ns"]
+    assert data["speedup_vs_equal_split"] > 1.0
+    assert data["workload"]["ranks"] == 8 and data["cutting_plane"]["converged"]
+    assert sorted(c["ranks"] for c in data["classes"]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    back = read_chakra(run / "astrasim" / "et" / "wl", num_dims=2)
+    again = step_trace.simulate_trace(back, NET.block_codes, NET.npus, bw, tm)
+    assert again.time_ns == pytest.approx(sim.time_ns, rel=1e-12)
+    script = (run / "astrasim" / "run.sh").read_text()
+    assert "--comm-group-configuration=empty" in script
+
+    ev = tmp_path / "eval"
+    design = "bandwidth_gbps=[" + ",".join(repr(float(x)) for x in bw) + "]"
+    proc = _command("libra_jax.evaluate", f"workload.chakra_et={trace_dir / 'pp'}", *NET_ARGS,
+                    "constraints.total_bw_gbps=300", "system.chunks=2", design,
+                    f"hydra.run.dir={ev}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads((ev / "result.json").read_text())
+    assert got["step_time_ns"] == pytest.approx(sim.time_ns, rel=1e-12)
+    assert got["constraints"]["satisfied"]
+    assert got["lower_bound_ns"] <= got["step_time_ns"] * (1 + 1e-9)
+    assert len(got["rank_end_ns"]) == 8
+
+
+@pytest.mark.parametrize("args, words", [
+    (("network.topology=[Ring,Switch]", "network.npus=[4,4]", "model=pipelined",
+      "bandwidth_gbps=[1,1]"),
+     "8 ranks"),
+    (("network.topology=[Ring,Switch]", "network.npus=[4,2]", "bandwidth_gbps=[1,1]"),
+     "set model=pipelined"),
+    ((*NET_ARGS, "bandwidth_gbps=[1,1]", "workload.file=workload/Turing_NLG.txt"),
+     "are both set"),
+    ((*NET_ARGS, "bandwidth_gbps=[1,1]", "training_loop=dp_overlap"),
+     "own dependencies"),
+    ((*NET_ARGS, "bandwidth_gbps=[0,1]"), "crosses dimension 0"),
+])
+def test_bad_trace_runs_are_refused(trace_dir, tmp_path, args, words):
+    proc = _command("libra_jax.evaluate", f"workload.chakra_et={trace_dir / 'pp'}", *args,
+                    f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert words in proc.stderr and "Traceback" not in proc.stderr
