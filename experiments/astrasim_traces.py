@@ -73,6 +73,7 @@ from astrasim_heldout import (  # noqa: E402  (the shared ASTRA-sim helpers)
     MIB,
     SHORT_TOPO,
     TOPOLOGIES,
+    _short_error,
     network_yaml,
     sim_command,
     system_json,
@@ -524,14 +525,6 @@ def run_measured(argv, env, cwd, timeout: float, log_path) -> tuple[int, float, 
     return rc, wall, rss_mb, text
 
 
-def _short_error(text: str, limit: int = 300) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    keys = ("assert", "error", "abort", "terminate", "exception", "segmentation", "what()",
-            "critical")
-    hits = [ln for ln in lines if any(k in ln.lower() for k in keys)]
-    return " | ".join((hits or lines)[-2:])[:limit]
-
-
 def simulate(case: dict, backend: str, case_dir: pathlib.Path, workload: str,
              comm_groups: str | None, ws: str, timeout: float) -> dict:
     run = dict(case, backend=backend)
@@ -618,11 +611,12 @@ def run_set(args) -> None:
                       f"nodes={row['nodes_max']!s:>6s} max={row['astra_max_ns']!s:>12s} "
                       f"{row['wall_s']:>7s}s {row['max_rss_mb']:>6s}MB {row['error']}",
                       flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / f"{args.set}.json", "w") as f:
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / f"{args.set}.json", "w") as f:
         f.write("[\n" + ",\n".join(json.dumps(c, separators=(",", ":")) for c in cases)
                 + "\n]\n")
-    with open(OUT / f"{args.set}.csv", "w", newline="") as f:
+    with open(out / f"{args.set}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=RESULT_COLUMNS)
         w.writeheader()
         w.writerows(rows)
@@ -660,8 +654,9 @@ def compare(args) -> int:
         return 2
     ws = os.path.abspath(args.astra_ws)
     runs = pathlib.Path(args.runs_dir or os.path.join(ws, "runs_traces")) / args.set
-    cases = {c["case_id"]: c for c in json.loads((OUT / f"{args.set}.json").read_text())}
-    with open(OUT / f"{args.set}.csv", newline="") as f:
+    out = pathlib.Path(args.out)
+    cases = {c["case_id"]: c for c in json.loads((out / f"{args.set}.json").read_text())}
+    with open(out / f"{args.set}.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if not r["error"]]
     errors = {b: [] for b in BACKENDS}
     refused = {b: 0 for b in BACKENDS}
@@ -706,6 +701,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stg-dir", default=None, help="a symbolic_tensor_graph checkout")
     ap.add_argument("--stg-python", default=sys.executable,
                     help="a Python with STG's dependencies (sympy, pandas, protobuf, tqdm)")
+    ap.add_argument("--out", default=str(OUT), help="where <set>.json / <set>.csv go")
     ap.add_argument("--astra-ws", default="/work/astra_ws")
     ap.add_argument("--runs-dir", default=None, help="default: <astra-ws>/runs_traces")
     ap.add_argument("--timeout", type=float, default=300.0, help="per simulator run, s")
