@@ -252,6 +252,40 @@ def test_fast_checks_accept_only_what_the_full_checks_accept(traffic, weight, co
             ref.compute, ref.total, ref.budget, ref.mode)
 
 
+@pytest.mark.parametrize("value,hi", [
+    ([[1.0, 2.0], [0.0, -0.0]], None), (((1.0, 2.0), [3.0, 4.0]), 10.0), ([0.5, 0.25], None),
+    ([[1.0, 2.0]], 1.5), ([[1.0], [1.0, 2.0]], None), ([[]], None), ([[1.0, 1]], None),
+    ([1.0, True], None), ([[1.0, float("nan")]], None), ([1e308, 1e308], None),
+    ([[1.0, [2.0]]], None), (np.array([[1.0, 2.0]]), None), (np.array([3, 4]), 5.0),
+    ([np.float64(1.0), 2.0], None), ([], None), (np.array([1e308, 1e308]), None),
+])
+def test_checked_gives_the_array_its_largest_entry_and_its_sum(value, hi):
+    """`quick_checks.checked`: the array of `numbers` (a copy), its largest entry and its
+    sum where every entry is in [0, hi] (finite without ``hi``), else None; the array path
+    and the list path agree."""
+    got = quick_checks.checked(value, hi)
+    try:
+        ref = np.asarray(value, np.float64)
+        with np.errstate(over="ignore"):
+            ok = (ref.size > 0 and ref.ndim <= 2 and bool((ref >= 0).all())
+                  and bool(np.isfinite(ref).all()) and (hi is None or bool((ref <= hi).all()))
+                  # (a list whose sum overflows declines; an array's sum may be +inf)
+                  and (isinstance(value, np.ndarray) or bool(np.isfinite(ref.sum()))))
+    except (TypeError, ValueError):
+        ok = False
+    if ok and quick_checks.numbers(value) is None:
+        ok = False  # (bools, strings: the full check decides)
+    if not ok:
+        assert got is None, value
+        return
+    x, top, total = got
+    np.testing.assert_array_equal(x, ref)
+    assert x.dtype == np.float64 and x.shape == ref.shape and top == ref.max()
+    with np.errstate(over="ignore"):
+        assert total == pytest.approx(ref.sum(), rel=1e-15)
+    assert not np.shares_memory(x, value) if isinstance(value, np.ndarray) else True
+
+
 def test_a_spec_changed_after_it_was_made_is_checked_again():
     spec = ConstraintSpec(total_bw_gbps=100.0, lower_gbps=[1.0, 2.0])
     spec.lower_gbps[1] = True  # (a bool is not a number)
