@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from libra_jax.inputs import LIBRA_INPUTS_DIR, chakra
-from libra_jax.inputs.chakra_import import read_chakra
+from libra_jax.inputs import chakra_import
+from libra_jax.inputs.chakra_import import read_chakra as _read_chakra
 from libra_jax.inputs.chakra_schema import (
     AttributeProto,
     BoolList,
@@ -40,6 +41,46 @@ AR = CollectiveCommType.ALL_REDUCE
 
 
 # --------------------------------------------------------------------------- helpers
+def _outcome(prefix, *args, **kw):
+    """read_chakra's TraceSet, or its LibraInputError's message."""
+    try:
+        return _read_chakra(prefix, *args, **kw)
+    except LibraInputError as e:
+        return f"LibraInputError: {e}"
+
+
+def _assert_same(fast, full):
+    """Two outcomes of read_chakra are equal: the same message, or TraceSets equal to the
+    last bit (every array's dtype, shape and values; groups, skips and notes in order)."""
+    assert type(fast) is type(full), (fast, full)
+    if isinstance(full, str):
+        assert fast == full
+        return
+    assert (fast.prefix, fast.groups, fast.notes) == (full.prefix, full.groups, full.notes)
+    assert list(fast.skipped.items()) == list(full.skipped.items())
+    assert len(fast.ranks) == len(full.ranks)
+    for a, b in zip(fast.ranks, full.ranks):
+        for field in dataclasses.fields(a):
+            x, y = getattr(a, field.name), getattr(b, field.name)
+            if isinstance(y, np.ndarray):
+                assert x.dtype == y.dtype and x.shape == y.shape, field.name
+                assert np.array_equal(x, y), (a.rank, field.name)
+            else:
+                assert x == y, (a.rank, field.name)
+
+
+def read_chakra(prefix, *args, **kw):
+    """read_chakra with its replica path (the default), checked against reading every file
+    in full (replicas=False): every test of this file also tests that they agree."""
+    if "replicas" in kw:
+        return _read_chakra(prefix, *args, **kw)
+    fast = _outcome(prefix, *args, **kw)
+    _assert_same(fast, _outcome(prefix, *args, replicas=False, **kw))
+    if isinstance(fast, str):
+        raise LibraInputError(fast.removeprefix("LibraInputError: "))
+    return fast
+
+
 def _attr(name, **value):
     return AttributeProto(name=name, **value)
 
@@ -618,3 +659,168 @@ def test_reference_pg_cases(tmp_path):
 def case_compute_ns(case):
     return 1000 * sum(layer["fwd_us"] + layer["bwd_in_us"] + layer["bwd_w_us"]
                       for layer in case["layers"])
+
+
+# --------------------------------------------------------------------------- replicas
+_TYPE_VALUES = {  # values each varint type can hold, for tags and stray peers
+    "int32_val": (0, 5, 127, 128, -1, -7, 2**31 - 1, -2**31),
+    "int64_val": (0, 5, 128, -1, 2**32 - 1, 2**32, 2**40, -2**40),
+    "uint32_val": (0, 5, 128, 2**31, 2**32 - 1),
+    "uint64_val": (0, 5, 128, 2**32 - 1, 2**32, 2**63, 2**64 - 1),
+    "sint32_val": (0, 5, 127, 128, -1, -64, -65, 2**31 - 1, -2**31),
+    "sint64_val": (0, 5, 128, -1, -65, 2**40, -2**40),
+}
+
+
+_RANGE = {"int32_val": (-2**31, 2**31 - 1), "uint32_val": (0, 2**32 - 1),
+          "sint32_val": (-2**31, 2**31 - 1), "int64_val": (-2**63, 2**63 - 1),
+          "uint64_val": (0, 2**64 - 1), "sint64_val": (-2**63, 2**63 - 1)}
+
+
+def _fit(kind, value):
+    """``{kind: value}``, or the value in int64 / uint64 where ``kind`` cannot hold it."""
+    if kind == "double_val":
+        return {kind: float(value)}
+    for k in (kind, "int64_val", "uint64_val"):
+        lo, hi = _RANGE[k]
+        if lo <= value <= hi:
+            return {k: value}
+    return {"uint64_val": 2**64 - 1}
+
+
+def _replica_set(rng, folder):
+    """A random trace set whose even ranks (and odd ranks) are replicas of each other up to
+    their peers: rank r (even) sends to r + 1, which receives; the comm attributes in
+    random integer types (sometimes a double), tags of every range, a sender / receiver
+    field that is or is not the own rank, pg_name groups that may miss a rank, and now and
+    then a stray value (a peer equal to the rank or out of range, another tag on one rank:
+    an unmatched send) or a flipped byte. Returns (prefix, groups, num_dims)."""
+    num = rng.choice((2, 4, 6, 8))
+    types = list(_TYPE_VALUES) + ["double_val"] * (rng.random() < 0.1)
+    p2p_specs = []
+    for k in range(rng.randint(1, 4)):
+        kinds = {f: rng.choice(types) for f in ("comm_src", "comm_dst", "comm_tag")}
+        tag_type = kinds["comm_tag"]
+        tag = rng.choice(_TYPE_VALUES.get(tag_type, (3.0, 2.0**31)))
+        own = rng.choice(("rank", "rank", "absent", "other"))
+        p2p_specs.append((kinds, tag, own))
+    groups = {"1": list(range(0, num, 2)), "2": list(range(1, num, 2)),
+              "3": list(range(num)), "4": list(range(num - 1))}
+    stray = rng.random() < 0.3
+    stray_rank, stray_k = rng.randrange(num), rng.randrange(len(p2p_specs))
+    stray_what = rng.choice(("self", "out", "big", "tag"))
+    ops, cpu = rng.choice((0, 3)), rng.random() < 0.3
+    pgs = (rng.choice(("1", "3", "4", None)), rng.choice(("2", "3", "4", None)))
+    ranks = []
+    for r in range(num):
+        send = r % 2 == 0
+        nodes = [comp(0, 5), comp(1, 0, deps=(0,), num_ops=ops), comp(2, 4, deps=(1,), cpu=cpu)]
+        last = 2
+        for k, (kinds, tag, own) in enumerate(p2p_specs):
+            i = 10 + k
+            peer = r + 1 if send else r - 1
+            if stray and r == stray_rank and k == stray_k and stray_what != "tag":
+                peer = {"self": r, "out": num, "big": 2**40 if "64" in kinds["comm_tag"]
+                        else 2**31 - 1}[stray_what]
+            t = tag + 1 if stray and r == stray_rank and k == stray_k \
+                and stray_what == "tag" else tag
+            mine = {"rank": r, "absent": None, "other": (r + 3) % num}[own]
+            src, dst = (mine, peer) if send else (peer, mine)
+            node = Node(id=i, name=f"p{k}", type=SEND if send else RECV, data_deps=(last,))
+            for name, value in (("comm_src", src), ("comm_dst", dst), ("comm_tag", t)):
+                if value is not None:
+                    node.attr.append(_attr(name, **_fit(kinds[name], value)))
+            node.attr.append(_attr("comm_size", int64_val=256))
+            nodes.append(node)
+            last = i
+        nodes.append(coll(20, deps=(last,), dims=None, pg=pgs[r % 2]))
+        nodes.append(coll(21, deps=(20,), dims=(True, False)))
+        ranks.append(nodes)
+    prefix = _write(folder, ranks, meta=rng.random() < 0.8, gz=rng.random() < 0.2)
+    if rng.random() < 0.25:  # a flipped byte somewhere in one file
+        path = pathlib.Path(f"{prefix}.{rng.randrange(num)}.et")
+        if path.exists():
+            data = bytearray(path.read_bytes())
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+            path.write_bytes(bytes(data))
+    return prefix, groups, 2
+
+
+def test_replicas_equal_full_reading(tmp_path, monkeypatch):
+    """Random replica sets (`_replica_set`): read with the replica path and in full, the
+    outcomes are the same (the TraceSet to the last bit, or the same error message); the
+    replica path is taken for many ranks and refused for some (a stray value or a byte)."""
+    import random
+
+    used = {"copied": 0, "parsed": 0}
+    trace = chakra_import.Replicas.trace
+
+    def counted(self, rank, path, data):
+        out = trace(self, rank, path, data)
+        used["copied" if out is not None else "parsed"] += 1
+        return out
+
+    monkeypatch.setattr(chakra_import.Replicas, "trace", counted)
+    rng = random.Random(32)
+    outcomes = {"ok": 0, "error": 0}
+    for k in range(150):
+        prefix, groups, dims = _replica_set(rng, tmp_path / str(k))
+        fast = _outcome(prefix, groups, num_dims=dims)
+        _assert_same(fast, _outcome(prefix, groups, num_dims=dims, replicas=False))
+        outcomes["error" if isinstance(fast, str) else "ok"] += 1
+    assert outcomes["ok"] >= 30 and outcomes["error"] >= 30, outcomes
+    assert used["copied"] >= 100 and used["parsed"] >= 30, used
+
+
+def test_replica_values_and_notes(tmp_path):
+    """A hand-checked replica set: ranks 1..3 are rank 0's file with other peers and tags
+    (one negative, one in uint64); their arrays, the own-rank note and the tag note."""
+    ranks = []
+    for r in range(4):
+        peer = r ^ 1
+        send = r % 2 == 0
+        nodes = [comp(0, 5)]
+        node = p2p(1, SEND if send else RECV, peer, 0 if r < 2 else r, tag=None, deps=(0,))
+        node.attr.append(_attr("comm_tag", int32_val=-1 if r == 1 or r == 0 else 9))
+        nodes.append(node)
+        ranks.append(nodes)
+    prefix = _write(tmp_path, ranks)
+    sizes = {os.path.getsize(f"{prefix}.{r}.et") for r in range(4)}
+    assert len(sizes) == 2  # -1 is 10 bytes as an int32 varint, 9 one
+    ts = read_chakra(prefix)  # checked against the full reading
+    assert [int(t.peer[1]) for t in ts.ranks] == [1, 0, 3, 2]
+    assert [int(t.tag[1]) for t in ts.ranks] == [2**32 - 1] * 2 + [9] * 2
+    assert any("negative comm_tag" in n and n.startswith("2 ") for n in ts.notes)
+    # ranks 1, 2, 3 name rank 0 / r as their own end: 1 of them is wrong (rank 1)
+    assert any("whose comm_dst is not their own rank" in n and n.startswith("1 ")
+               for n in ts.notes), ts.notes
+
+
+def test_fuzz_trace_sets_equal_full_reading(tmp_path):
+    """The fuzz suite's trace section (its seeds and 8 mutations of each family): the
+    replica path and the full reading give the same outcome."""
+    import fuzz as fz  # tests/fuzz (tests/ is on the path, as for test_fuzz.py)
+
+    cases = [{"args": fz.traces.base_trace_args(None, name)}
+             for name, *_ in fz.traces.seed_sets()]
+    cases += [fz.make_case("traces", i, family=family, kind="chakra_et")
+              for family in sorted(fz.traces.TRACE_FAMILIES) for i in range(8)]
+    for k, case in enumerate(cases):
+        args = fz.decode(case["args"])
+        folder = tmp_path / str(k)
+        folder.mkdir()
+        for name, data in args["files"].items():
+            (folder / name).write_bytes(data)
+        groups = None
+        if args.get("groups") is not None:
+            groups = folder / "comm_groups.json"
+            groups.write_bytes(args["groups"])
+        kw = {"num_dims": args.get("num_dims"), "cpu_ops": args.get("cpu_ops", "skip")}
+        _assert_same(_outcome(folder / "wl", groups, **kw),
+                     _outcome(folder / "wl", groups, replicas=False, **kw))
+
+
+def test_replicas_argument(tmp_path):
+    prefix = _write(tmp_path, [[comp(0)]])
+    with pytest.raises(LibraInputError, match="replicas = 'yes': expected True or False"):
+        _read_chakra(prefix, replicas="yes")
