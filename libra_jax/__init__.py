@@ -12,6 +12,8 @@ The public API, in the order of one study (inputs -> problem -> solve -> evaluat
     problem = lj.build_problem(net, wl, None, lj.ConstraintSpec(total_bw_gbps=500.0))
     result = lj.solve(problem)               # certified optimum: bandwidth_gbps, gap, status
     many = lj.solve_batch([problem] * 1000)  # the vmapped engine: many problems at once
+    llm8 = inputs.parent / "traces" / "llm8"  # a shipped 8-rank LLM step as Chakra traces
+    trace = lj.read_chakra(llm8 / "wl", llm8 / "comm_groups.json", num_dims=2)
     with jax.enable_x64(True):  # model functions are plain JAX functions: pick the dtype
         step_s = lj.step_time_s(result.bandwidth_gbps, problem)
 
@@ -23,6 +25,8 @@ scans) -> ``cli`` (Hydra configs, tables, the three commands).
 """
 
 from libra_jax.inputs import LIBRA_INPUTS_DIR
+from libra_jax.inputs.chakra_export import write_trace_set
+from libra_jax.inputs.chakra_import import read_chakra
 from libra_jax.inputs.cost import CostModel, cost_rates_usd_per_gbps, load_cost_model
 from libra_jax.inputs.topology import (
     Network,
@@ -44,12 +48,13 @@ from libra_jax.model.problem import (
     problem_from_arrays,
     problems_from_stacked,
 )
+from libra_jax.model.step_trace import simulate_trace
 from libra_jax.model.timing import TimingModel, build_timed_problem
 from libra_jax.solvers.batch import BatchResult, WarmUp, solve_batch, solve_stacked, warm_up
 from libra_jax.solvers.compilation import enable_compilation_cache
 from libra_jax.solvers.solve import Baseline, SolveResult, equal_split, solve
 from libra_jax.studies.multi import MultiResult, solve_multi
-from libra_jax.types import STATUS_NAMES, LibraInputError, Status, float64
+from libra_jax.types import STATUS_NAMES, LibraInputError, Status, TraceSet, float64
 
 __all__ = [
     "Baseline",
@@ -65,6 +70,7 @@ __all__ = [
     "SolveResult",
     "Status",
     "TimingModel",
+    "TraceSet",
     "WarmUp",
     "Workload",
     "build_problem",
@@ -83,6 +89,8 @@ __all__ = [
     "parse_notation",
     "problem_from_arrays",
     "problems_from_stacked",
+    "read_chakra",
+    "simulate_trace",
     "solve",
     "solve_batch",
     "solve_multi",
@@ -90,4 +98,5 @@ __all__ = [
     "step_time_s",
     "time_x_cost",
     "warm_up",
+    "write_trace_set",
 ]

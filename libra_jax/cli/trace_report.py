@@ -75,24 +75,25 @@ def evaluation_dict(ev: study.TraceEvaluation) -> dict:
 def train_dict(run: study.TraceRun, objective: str) -> dict:
     """``result.json`` of ``libra-train`` on a trace set."""
     r = run.result
-    bw = np.asarray(r.bandwidth_gbps, np.float64)
+    bw = np.asarray(run.bandwidth_gbps, np.float64)
     step_ns = run.exact_step_ns
-    cost = report.json_num(r.network_cost_usd)
+    rates = run.inputs.cost_rates
+    cost = None if rates is None else float(rates @ bw)
     power = report.power_of(bw.tolist(), step_ns, run.power)
     base_power = report.power_of(run.baseline_bw_gbps.tolist(), run.baseline_exact_ns,
                                  run.power)
-    rates = run.inputs.cost_rates
     base_cost = None if rates is None else float(rates @ run.baseline_bw_gbps)
     return {
         "objective": objective,
         "status": r.status,
         "bandwidth_gbps": bw.tolist(),
         "step_time_ns": step_ns,
-        "step_time_model_ns": report.json_num(r.step_time_ns),
+        "model_optimum_gbps": np.asarray(r.bandwidth_gbps, np.float64).tolist(),
         "lower_bound": report.json_num(r.lower_bound),
         "exact_optimality_gap": report.exact_gap(r, step_ns),
+        "designs_simulated": run.searched,
         "model_optimality_gap": report.json_num(r.optimality_gap),
-        "max_violation": report.json_num(r.max_violation),
+        "max_violation": run.max_violation,
         "network_cost_usd": cost,
         "time_x_cost": None if cost is None else step_ns * cost,
         **power,
@@ -152,7 +153,7 @@ def format_evaluation(data: dict, ev: study.TraceEvaluation) -> str:
     lines += text_table(rows, "rlrlr") + [""]
     rows = [("step time (max over ranks)", time_text(data["step_time_ns"])),
             ("compute (busiest rank)", time_text(data["compute_time_ns"])),
-            ("critical path without contention", time_text(data["lower_bound_ns"])),
+            ("lower bound (path or queue work)", time_text(data["lower_bound_ns"])),
             ("network cost", "-" if data["network_cost_usd"] is None
              else f"${data['network_cost_usd']:,.2f}")]
     if data.get("energy_per_step_j") is not None:
@@ -201,7 +202,8 @@ def format_train(data: dict, run: study.TraceRun) -> str:
         + ("-" if gap is None else f"{100 * gap:.3f}%")
         + f" (lower bound {time_text(data['lower_bound'])}; cutting plane: "
         f"{data['cutting_plane']['rounds']} paths, "
-        f"{'converged' if data['cutting_plane']['converged'] else 'stopped at the limit'})"
+        f"{'converged' if data['cutting_plane']['converged'] else 'stopped at the limit'}; "
+        f"{data['designs_simulated']} designs simulated)"
         if data["objective"] == "perf" else
         f"model optimality gap: {data['model_optimality_gap']}; cutting plane "
         f"{data['cutting_plane']['rounds']} paths")

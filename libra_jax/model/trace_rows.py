@@ -278,8 +278,12 @@ class TraceBound:
         return const, dict(nest)
 
     def floor_rows(self):
-        """Rows of the path-free bounds: each rank's compute, and its work on each
-        dimension over the queues that run it (s, GB)."""
+        """Rows of the path-free bounds (s, GB): each rank's compute, and its work on each
+        dimension's queues over their number: a collective over whole dimensions keeps a
+        queue of each dimension it crosses busy for its work there
+        (`timing_rows.dimension_work`); one over a ``pg_name`` group keeps one of dimension
+        0's queues busy at least while the rank sends its bytes over its own hop to the
+        next member (the hop's links, as in the collective's term)."""
         out = []
         q = float(self.tm.queues_per_dim)
         work = dict(zip(self._coll_keys, dimension_work(
@@ -289,14 +293,27 @@ class TraceBound:
             out.append((float(np.sum(rt.duration_ns[rt.kind == TraceNode.COMPUTE])) / 1e9,
                         np.zeros(self.d)))
             const, coef = np.zeros(self.d), np.zeros(self.d)
+            ring = np.zeros(self.d)  # GB over each dimension's bandwidth, on dim 0's queues
             for key in self._node_term[r]:
-                if key is not None and key[0] == "coll":
+                if key is None:
+                    continue
+                if key[0] == "coll":
                     c, a = work[key]
                     const, coef = const + c, coef + a
-            for dim in np.nonzero(coef > 0)[0]:
+                elif key[0] == "pg":
+                    _, code, nbytes, members = key
+                    n = len(members)
+                    sent = float(np.asarray(traffic_bytes(
+                        np.int32(code), float(nbytes), np.asarray([n], np.int32)))[0])
+                    nxt = members[(members.index(r) + 1) % n]
+                    ring = ring + self._message_coef(r, nxt, sent)
+            for dim in range(self.d):
                 row = np.zeros(self.d)
-                row[dim] = coef[dim] / q
-                out.append((float(const[dim]) / q, row))
+                row[dim] = coef[dim]
+                if dim == 0:
+                    row = row + ring
+                if np.any(row > 0):
+                    out.append((float(const[dim]) / q, row / q))
         return out
 
     def rows(self, paths) -> ModelRows:

@@ -557,6 +557,17 @@ def _polish_projection(p, target, x, lin, g, h, e, f, e_on):
 
 
 @float64
+def nearest_feasible(p: Problem, target, config: BarrierConfig = BarrierConfig()):
+    """(bw [D], moved): ``target`` [D] GB/s if it meets ``p``'s constraints, else the
+    feasible point nearest to it (a barrier projection polished on its active set)."""
+    target = np.asarray(target, np.float64)
+    if float(_max_violation_jit(target, p)) <= VIOLATION_TOL * violation_scale(p):
+        return target, False
+    x, lin, g, h, e, f, e_on = jax.device_get(_project_jit(p, target, config=config))
+    return _polish_projection(p, target, np.asarray(x), lin, g, h, e, f, e_on), True
+
+
+@float64
 def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline:
     """The equal split of ``p.total_bw_gbps``, or the feasible point nearest to it.
 
@@ -566,14 +577,7 @@ def equal_split(p: Problem, config: BarrierConfig = BarrierConfig()) -> Baseline
     check_problem(p, "p")
     config = check_config(config, BarrierConfig)
     d = p.num_dims
-    target = np.full(d, float(p.total_bw_gbps) / d)
-    viol = float(_max_violation_jit(target, p))
-    projected = viol > VIOLATION_TOL * violation_scale(p)
-    if projected:
-        x, lin, g, h, e, f, e_on = jax.device_get(_project_jit(p, target, config=config))
-        bw = _polish_projection(p, target, np.asarray(x), lin, g, h, e, f, e_on)
-    else:
-        bw = target
+    bw, projected = nearest_feasible(p, np.full(d, float(p.total_bw_gbps) / d), config)
     step, comm, cost = design_metrics(p, bw)
     return Baseline(
         bandwidth_gbps=np.asarray(bw, np.float64), step_time_ns=step, comm_time_ns=comm,

@@ -12,9 +12,12 @@ fastest step (or the objective's best) under the run's constraints.
   `trace_rows.TraceBound` at the design (how much of the step the critical path explains).
 * Train: the cutting plane of `trace_rows`: solve the model over the paths found so far,
   add the longest path at the new design, until no path is longer than the model there
-  (or `MAX_ROUNDS`); the design is then simulated exactly, and the gap between that
-  simulated step and the solver's certified lower bound of the model is the certified gap
-  to the best simulated step (the model bounds the simulated step from below everywhere).
+  (or `MAX_ROUNDS`). The model bounds the simulated step from below everywhere, so the
+  solver's certified lower bound of it bounds the best simulated step. Where contention
+  matters the model is loose, and its optimum need not be the best simulated design, so a
+  pattern search on the simulated step itself (`_refine`) starts from the model's optimum
+  and the equal split; the design returned is the best simulated, and the gap between its
+  simulated step and that lower bound is the certified gap to the best simulated step.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import os
 import pathlib
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from libra_jax.inputs import DATA_DIR
@@ -32,10 +37,17 @@ from libra_jax.inputs.chakra_import import read_chakra
 from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import Network
 from libra_jax.model import step_trace
+from libra_jax.model.objective import max_violation
 from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
 from libra_jax.model.timing import TimingModel
 from libra_jax.model.trace_rows import TraceBound
-from libra_jax.solvers.solve import SolveResult, equal_split, solve
+from libra_jax.solvers.solve import (
+    SolveResult,
+    equal_split,
+    nearest_feasible,
+    solve,
+    violation_scale,
+)
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.evaluate import check_lengths, constraint_report, design_bandwidths
 from libra_jax.studies.job.inputs import check_workload_source, design_inputs, to_timing
@@ -47,6 +59,8 @@ log = logging.getLogger(__name__)
 #: Most cutting-plane rounds of `train_trace` (each adds one path); the gap is certified
 #: whenever it stops.
 MAX_ROUNDS = 40
+#: Simulations per dimension the pattern search of `train_trace` may run (`_refine`).
+REFINE_EVALS = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,8 +136,8 @@ class TraceEvaluation:
     Attributes:
       inputs: the `TraceInputs`. bandwidth_gbps: [D] the design, GB/s per NPU.
       timing: `step_trace.simulate_trace`'s result (step ns, each rank's end, classes).
-      lower_bound_ns: the longest path at the design, every node at its isolated time
-        (`TraceBound.longest_path`): the step without any contention.
+      lower_bound_ns: `TraceBound`'s lower bound at the design: the longest path, every
+        node at its isolated time, or a rank's compute or queue work if longer.
       network_cost_usd: the design's cost, or None without a cost model.
       power: (rates [D] W per GB/s, static W) or None. constraints: `constraint_report`.
       simulate_seconds: wall time of the simulation.
@@ -161,7 +175,8 @@ def evaluate_trace(c: LibraConfig) -> TraceEvaluation:
     t0 = time.perf_counter()
     timing = simulate(inputs, bw)
     seconds = time.perf_counter() - t0
-    lower, _ = bound.longest_path(np.where(bw > 0, bw, 1.0))
+    x = np.where(bw > 0, bw, 1.0)
+    lower = bound.value_ns(bound.rows([bound.longest_path(x)[1]]), x)
     cost = None if inputs.cost_rates is None else float(inputs.cost_rates @ bw)
     return TraceEvaluation(inputs, bw, timing, float(lower), cost,
                            power_of_run(c, inputs.network, inputs.spec),
@@ -177,24 +192,30 @@ class TraceRun:
       inputs: the `TraceInputs`.
       result: the solver's `SolveResult` on the final model (its ``lower_bound`` is a
         certified lower bound of the best simulated step, for ``objective=perf``).
-      exact_step_ns: the simulated step at the optimum (ns).
-      timing: the simulation at the optimum.
+      bandwidth_gbps: [D] the design returned: the best simulated of the model's optimum,
+        the equal split and the pattern search around them (`_refine`).
+      exact_step_ns: its simulated step (ns). timing: its simulation.
       baseline_bw_gbps, baseline_exact_ns: the equal split of the budget (or the feasible
         point nearest to it) and its simulated step.
       rounds: cutting-plane rounds (paths in the model). converged: the last design's
-        longest path equals the model there (no path left to add).
+        longest path equals the model there (no path left to add). searched: designs
+        simulated by the pattern search. max_violation: the design's largest constraint
+        violation over the total bandwidth (as `SolveResult.max_violation`).
       solve_seconds: the solves and the path searches, wall; compile_seconds: JAX
         compilation in the solves. power: (rates [D] W per GB/s, static W) or None.
     """
 
     inputs: TraceInputs
     result: SolveResult
+    bandwidth_gbps: np.ndarray
     exact_step_ns: float
     timing: object
     baseline_bw_gbps: np.ndarray
     baseline_exact_ns: float
     rounds: int
     converged: bool
+    searched: int
+    max_violation: float
     solve_seconds: float
     compile_seconds: float
     power: object
@@ -233,12 +254,77 @@ def train_trace(c: LibraConfig) -> TraceRun:
     seconds = time.perf_counter() - t0 - compile_s
     log.info("trace %s: %d cutting-plane rounds (%s), %.2f s", inputs.prefix, len(paths),
              "converged" if converged else "stopped", seconds)
-    timing = simulate(inputs, result.bandwidth_gbps)
     base = equal_split(problem)
+    used = np.any(rows.coef_gb > 0, axis=0)
+    t1 = time.perf_counter()
+    bw, timing, searched = _refine(inputs, problem, [result.bandwidth_gbps,
+                                                     base.bandwidth_gbps],
+                                   str(c.objective), power, used)
     base_timing = simulate(inputs, base.bandwidth_gbps)
-    return TraceRun(inputs, result, float(timing.time_ns), timing,
+    log.info("trace %s: %d designs simulated around the model's optimum, %.2f s",
+             inputs.prefix, searched, time.perf_counter() - t1)
+    with jax.enable_x64(True):
+        viol = float(max_violation(jnp.asarray(bw), problem)) / violation_scale(problem)
+    return TraceRun(inputs, result, bw, float(timing.time_ns), timing,
                     np.asarray(base.bandwidth_gbps, np.float64), float(base_timing.time_ns),
-                    len(paths), bool(converged), seconds, compile_s, power)
+                    len(paths), bool(converged), searched, max(viol, 0.0), seconds, compile_s,
+                    power)
+
+
+def objective_value(inputs: TraceInputs, objective: str, power, bw, step_ns: float) -> float:
+    """The objective of a design at its simulated step: ns (perf), ns x $ (perf_per_cost),
+    J per step (perf_per_watt)."""
+    if objective == "perf_per_cost":
+        return step_ns * float(inputs.cost_rates @ bw)
+    if objective == "perf_per_watt":
+        rates, static = power
+        return step_ns * 1e-9 * (float(static) + float(np.asarray(rates) @ bw))
+    return step_ns
+
+
+def _refine(inputs: TraceInputs, problem, starts, objective: str, power, used):
+    """A pattern search on the simulated step's objective over the feasible designs, from
+    the best of ``starts``: move ``step`` GB/s from one dimension to another, or up or down
+    on one (each move projected onto the constraints), take the first move that improves,
+    halve the step when none does; at most `REFINE_EVALS` x D simulations. Returns (design,
+    its simulation, designs simulated). The lower bound does not depend on it: the gap
+    stays certified whatever design it returns."""
+    d = inputs.network.num_dims
+    evaluated: dict = {}
+
+    def value(x):
+        key = tuple(np.round(x, 12))
+        if key not in evaluated:
+            t = simulate(inputs, x)
+            evaluated[key] = (objective_value(inputs, objective, power, x, float(t.time_ns)), t)
+        return evaluated[key]
+
+    def usable(x):
+        return bool(np.all(np.isfinite(x)) and np.all(x[used] > 1e-9 * max(x.sum(), 1e-300)))
+
+    cands = [np.asarray(nearest_feasible(problem, np.asarray(x, np.float64))[0]) for x in starts]
+    cands = [x for x in cands if usable(x)]
+    best = min(cands, key=lambda x: value(x)[0])
+    best_val = value(best)[0]
+    moves = [np.eye(d)[i] - np.eye(d)[j] for i in range(d) for j in range(d) if i != j]
+    moves += [sign * np.eye(d)[i] for i in range(d) for sign in (1.0, -1.0)]
+    step = 0.25 * float(best.sum()) / d
+    limit = REFINE_EVALS * d
+    while step > 1e-4 * float(best.sum()) / d and len(evaluated) < limit:
+        for v in moves:
+            x, _ = nearest_feasible(problem, np.maximum(best + step * v, 0.0))
+            x = np.asarray(x, np.float64)
+            if not usable(x) or np.allclose(x, best, rtol=0, atol=1e-12 * best.sum()):
+                continue
+            val, _ = value(x)
+            if val < best_val * (1 - 1e-12):
+                best, best_val = x, val
+                break
+            if len(evaluated) >= limit:
+                break
+        else:
+            step /= 2
+    return best, value(best)[1], len(evaluated)
 
 
 def _start_point(inputs: TraceInputs) -> np.ndarray:
