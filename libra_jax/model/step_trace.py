@@ -294,6 +294,10 @@ class _Rank:
         self.running: dict = {}
         self.streams_left: dict = {}
         self.busy = np.zeros(num_dims)
+        self.nrun = [0] * num_dims  # running stages per dimension, and since when
+        self.since = [0.0] * num_dims
+        self.t = 0.0  # when the unaware stages' remaining fractions were last brought up
+        self.ver = 0  # version of its entry in the stage-end heap
         self.issues: dict = {}  # group -> collectives issued on it
         self.arrived: dict = {}  # RECV node -> arrival time of its message
         self.posted: set = set()
@@ -324,6 +328,7 @@ def _check_trace(trace: TraceSet, npd, what="trace") -> None:
             raise LibraInputError(
                 f"{what} group {gi} ({show(g.name)}): ranks = {show(g.ranks)} must be "
                 f"distinct NPUs in [0, {R}).")
+    is_pg = np.asarray([g.ranks is not None for g in trace.groups] + [False], bool)
     for r, tr in enumerate(trace.ranks):
         if tr.rank != r:
             raise LibraInputError(f"{what}: ranks[{r}] holds rank {tr.rank}.")
@@ -339,9 +344,9 @@ def _check_trace(trace: TraceSet, npd, what="trace") -> None:
             raise LibraInputError(f"{tr.path}: node id {int(tr.node_id[i])}: group "
                                   f"{int(tr.group[i])} is not one of the "
                                   f"{len(trace.groups)} groups.")
-        for i in coll:
+        for i in coll[is_pg[tr.group[coll]]].tolist():
             grp = trace.groups[int(tr.group[i])]
-            if grp.ranks is not None and r not in grp.ranks:
+            if r not in grp.ranks:
                 raise LibraInputError(
                     f"{tr.path}: node id {int(tr.node_id[i])}: rank {r} is not a member of "
                     f"its group {show(grp.name)} (ranks {show(grp.ranks)}).")
@@ -606,14 +611,14 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     geo = _Geometry(blocks, npd, bw, [float(x) for x in lat], gib)
     shapes = _Shapes(trace, geo, blocks, tm, aware)
     match_to, match_from = _match_messages(trace)
+    is_pg = np.asarray([g.ranks is not None for g in trace.groups] + [False], bool)
 
     def pg_sig(r: int, tr: RankTrace) -> tuple:
         out = []
         coll = np.flatnonzero(tr.kind == COLL)
         if not coll.size:
             return ()
-        g = tr.group[coll]
-        pg = np.asarray([trace.groups[int(x)].ranks is not None for x in g], bool)
+        pg = is_pg[tr.group[coll]]
         seen = set()
         for i in coll[pg].tolist():
             key = (int(tr.collective[i]), float(tr.size_bytes[i]), int(tr.group[i]))
@@ -722,13 +727,45 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         s.red_step = red / s.reductions if s.reductions else 0.0
         push(now + pre_send_ns(s), "send", s)
 
+    def sync(rk: _Rank) -> None:
+        """Brings the rank's running unaware stages' remaining fractions up to now."""
+        if aware or rk.t == now:
+            return
+        dt = now - rk.t
+        for s in rk.running.values():
+            if not s.held:
+                s.left = max(0.0, s.left - dt / s.rate) if s.rate > 0 else 0.0
+        rk.t = now
+
+    def next_stage(rk: _Rank) -> None:
+        """Files the rank's first unaware stage to end (time, then the older stream)."""
+        sync(rk)
+        rk.ver += 1
+        best = None
+        for key, s in rk.running.items():
+            if s.held:
+                continue
+            t = rk.t + s.left * s.rate
+            if best is None or t < best[0] or (t == best[0] and s.seq < best[1]):
+                best = (t, s.seq, key)
+        if best is not None:
+            heapq.heappush(stq, (best[0], best[1], rk.ver, rk.idx, best[2]))
+
     def try_start(rk: _Rank, dim: int, qi: int) -> None:
         if (dim, qi) in rk.running or not rk.queues[dim][qi]:
             return
+        sync(rk)
         s = rk.queues[dim][qi].pop(0)
         rk.running[(dim, qi)] = s
-        if aware and not s.held:
-            start_stage_aware(s)
+        if rk.nrun[dim] == 0:
+            rk.since[dim] = now
+        rk.nrun[dim] += 1
+        touched.append(rk)
+        if aware:
+            if not s.held:
+                start_stage_aware(s)
+        else:
+            s.rate = stage_ns(s)
 
     def enqueue(rk: _Rank, s: _Stream) -> None:
         dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
@@ -774,19 +811,27 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         # their first stage runs only once every member class has issued its k-th on g
         nth = rk.issues.get(g, 0)
         rk.issues[g] = nth + 1
-        rec = pending.setdefault((g, nth), [set(), []])
-        rec[0].add(rk.cls)
-        rec[1].append((members, place(rk, i, k, stages, prio, True)))
-        keep = []
-        for members, streams in rec[1]:
-            if members <= rec[0]:
-                for s in streams:
-                    s.held = False
-                    if aware and s.rk.running.get(s.stages[s.pos][0:6:5]) is s:
-                        start_stage_aware(s)
-            else:
-                keep.append((members, streams))
-        rec[1] = keep
+        issued, waiters = pending.setdefault((g, nth), (set(), {}))
+        issued.add(rk.cls)
+        streams = place(rk, i, k, stages, prio, True)
+        entry = [streams, 0]
+        for c in members - issued:
+            entry[1] += 1
+            waiters.setdefault(c, []).append(entry)
+        if entry[1] == 0:
+            release(streams)
+        for other in waiters.pop(rk.cls, ()):
+            other[1] -= 1
+            if other[1] == 0:
+                release(other[0])
+
+    def release(streams) -> None:
+        for s in streams:
+            sync(s.rk)
+            touched.append(s.rk)
+            s.held = False
+            if aware and s.rk.running.get(s.stages[s.pos][0:6:5]) is s:
+                start_stage_aware(s)
 
     def finish(rk: _Rank, i: int) -> None:
         rk.end[i] = now
@@ -870,6 +915,9 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 finish(rk, s.node)
                 issue_ready(rk)
         del rk.running[key]
+        rk.nrun[key[0]] -= 1
+        if rk.nrun[key[0]] == 0:
+            rk.busy[key[0]] += now - rk.since[key[0]]
         try_start(rk, *key)
 
     def net_event(kind: str, payload, t: float):
@@ -905,44 +953,40 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             return payload.rk, (payload.stages[payload.pos][0], payload.stages[payload.pos][5])
         return None
 
+    def refile() -> None:
+        if not aware:
+            for other in dict.fromkeys(touched):
+                next_stage(other)
+        touched.clear()
+
+    # The loop takes the next event: a compute end (lowest rank first), else a network
+    # event, else the unaware stage to end first (then the older stream), as
+    # simulate_step; a rank's stages count their remaining fraction down at each of its
+    # own events only (`sync`), which for one rank is simulate_step's arithmetic.
+    stq: list = []  # (end, stream seq, version, rank idx, queue) of each rank's next stage
+    touched: list = []
     for rk in ranks:
         issue_ready(rk)
     dirty.clear()
+    refile()
     while True:
         t_next, what = np.inf, None
         if comp:
             t_next, what = comp[0][0], "compute"
         if net and net[0][0] < t_next:
             t_next, what = net[0][0], "net"
-        best = None
-        if not aware:
-            for rk in ranks:
-                if not rk.running:
-                    continue
-                for key, s in rk.running.items():
-                    if s.held:
-                        continue
-                    total = stage_ns(s)
-                    s.rate = total
-                    t = now + s.left * total
-                    if t < t_next or (t == t_next and best is not None
-                                      and s.seq < best[1].seq):
-                        t_next, what, best = t, "stage", (rk, s, key)
+        while stq and stq[0][2] != ranks[stq[0][3]].ver:
+            heapq.heappop(stq)
+        if stq and stq[0][0] < t_next:
+            t_next, what = stq[0][0], "stage"
         if what is None:
             break
-        dt = t_next - now
-        for rk in ranks:
-            if rk.running:
-                for dim in {key[0] for key in rk.running}:
-                    rk.busy[dim] += dt
-                if not aware:
-                    for s in rk.running.values():
-                        if not s.held:
-                            s.left = max(0.0, s.left - dt / s.rate) if s.rate > 0 else 0.0
         now = t_next
         if what == "compute":
             _, j, i = heapq.heappop(comp)
             rk = ranks[j]
+            sync(rk)
+            touched.append(rk)
             rk.computing = False
             finish(rk, i)
         elif what == "net":
@@ -953,17 +997,22 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                     for rk in list(dict.fromkeys(dirty)):
                         issue_ready(rk)
                     dirty.clear()
+                refile()
                 continue
             rk, key = out
             stage_end(rk, key)
         else:
-            rk, _, key = best
+            _, _, _, j, key = heapq.heappop(stq)
+            rk = ranks[j]
+            sync(rk)
+            touched.append(rk)
             stage_end(rk, key)
         issue_ready(rk)
         for other in list(dict.fromkeys(dirty)):
             if other is not rk:
                 issue_ready(other)
         dirty.clear()
+        refile()
 
     for rk in ranks:
         if rk.done < rk.n:
@@ -999,11 +1048,11 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
     strides = [math.prod(npd[:d]) for d in range(len(npd))]
     groups: dict = {}
     ids: list = []  # StepNode index -> its trace node indices
+    N = 0
     for nd in nodes:
-        start = sum(len(x) for x in ids)
-        ids.append((start, start + 1) if nd.kind == "comm"
-                   and nd.collective == Collective.SENDRECV else (start,))
-    N = sum(len(x) for x in ids)
+        ids.append((N, N + 1) if nd.kind == "comm" and nd.collective == Collective.SENDRECV
+                   else (N,))
+        N += len(ids[-1])
     kind = np.zeros(N, np.int8)
     dur = np.zeros(N)
     coll = np.zeros(N, np.int8)
