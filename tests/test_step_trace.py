@@ -118,17 +118,13 @@ def test_one_graph_on_every_rank_is_simulate_step(seed):
     np.testing.assert_allclose(got.rank_end_ns, ref.time_ns, rtol=1e-9)
 
 
-def _presets():
-    from libra_jax.cli import config
-    return [p for p in config.presets()]
-
-
-@pytest.mark.parametrize("preset", ["dlrm", "dlrm_4d", "gpt3", "turing_nlg"])
+@pytest.mark.parametrize("preset", ["dlrm", "dlrm_4d", "gpt3", "msft_1t", "msft_1t_4d",
+                                    "resnet50", "resnet50_4d", "turing_nlg", "turing_nlg_4d"])
 def test_presets_as_traces(preset):
-    """The shipped presets' step graphs (those `write_traces` can export: every group over
-    whole dimensions, no send-recv; all such presets: experiments/astrasim_workload.py
-    --anchor) as trace sets: simulate_step's time to 1e-9 under both backends and the
-    knobs."""
+    """Every shipped single-workload preset that `write_traces` can export (every group
+    over whole dimensions; gb200_nvl72, gpt3_4d, h100_dgx and tpu_v4 have groups over part
+    of a dimension) as a trace set: simulate_step's time to 1e-9 under both backends and
+    the knobs."""
     from hydra import compose, initialize_config_dir
 
     from libra_jax.cli import config
