@@ -110,8 +110,34 @@ def test_bound_below_the_simulated_step_at_random_designs(backend):
     rng = np.random.default_rng(5)
     for bw in rng.uniform(5.0, 500.0, size=(12, 2)):
         lower, _ = bound.longest_path(bw)
+        cut, (path, extra) = bound.best_cut(bw)
         sim = step_trace.simulate_trace(trace, NET.block_codes, NET.npus, bw, tm).time_ns
-        assert lower <= sim * (1 + 1e-9)
+        assert lower <= cut <= sim * (1 + 1e-9)
+        assert bound.value_ns(bound.rows([(path, extra)]), bw) <= sim * (1 + 1e-9)
+
+
+def test_compute_unit_cut_by_hand():
+    """One rank: a 1 ms compute, then a 64 MiB all-reduce, then three 1 ms computes that
+    each depend only on the all-reduce (no path holds more than one of them): the longest
+    path is 1 ms + all-reduce + 1 ms, but the compute unit runs the three one after
+    another, so the step is at least 1 ms + all-reduce + 3 ms."""
+    groups = (CommGroup("dims:0", involved=(True,)),)
+    nodes = [dict(id=0, name="F", kind=C, duration_ns=1e6),
+             dict(id=1, name="AR", kind=COLL, collective=AR, size_bytes=64 * 2**20,
+                  group=0, deps=[0])]
+    nodes += [dict(id=2 + k, name=f"B{k}", kind=C, duration_ns=1e6, deps=[1])
+              for k in range(3)]
+    trace = TraceSet("one", tuple(build_rank_trace(r, nodes) for r in range(4)), groups, {})
+    net = network_from_lists(["Ring"], [4])
+    bound = TraceBound(trace, net, TM)
+    ar = 2 * 0.75 * 64 * 2**20 / 100.0
+    assert bound.longest_path(np.array([100.0]))[0] == pytest.approx(2e6 + ar, rel=1e-12)
+    value, cut = bound.best_cut(np.array([100.0]))
+    assert value == pytest.approx(4e6 + ar, rel=1e-12)
+    sim = step_trace.simulate_trace(trace, net.block_codes, net.npus, [100.0], TM).time_ns
+    assert value <= sim * (1 + 1e-12)
+    rows = bound.rows([cut])
+    assert bound.value_ns(rows, [50.0]) == pytest.approx(4e6 + 2 * ar, rel=1e-12)
 
 
 def _train(trace, tm, spec, objective="perf", cost=None):

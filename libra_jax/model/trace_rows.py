@@ -46,6 +46,28 @@ from libra_jax.model.timing_spec import TimingModel
 from libra_jax.types import LibraInputError, TraceNode
 
 
+#: Ranks of more nodes than this get no compute-unit cuts (`TraceBound._serial_ns`).
+SERIAL_MAX_NODES = 20_000
+
+
+def _topological_order(n: int, children) -> list[int]:
+    """Kahn's order of a rank's acyclic graph (the reader refuses cycles)."""
+    indeg = [0] * n
+    for cs in children:
+        for c in cs:
+            indeg[c] += 1
+    ready = [i for i in range(n) if indeg[i] == 0]
+    order = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for c in children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    return order
+
+
 def coordinates(rank: int, npus_per_dim) -> list[int]:
     """The NPU's coordinate on every dimension (dimension 0 fastest, as ASTRA-sim numbers
     NPUs: ``rank = sum_d coord_d * prod_{e<d} n_e``)."""
@@ -97,6 +119,8 @@ class TraceBound:
         self._gib = gib
         self._factor = step.link_factor(network.block_codes, tm.network_backend)
         self._aware = tm.network_backend == "aware"
+        self._serial = None
+        self._last = ({}, {})
         self._build_terms()
 
     # ------------------------------------------------------------------ terms
@@ -245,16 +269,75 @@ class TraceBound:
             raise LibraInputError(
                 f"{trace.prefix}: the ranks' graphs wait for each other in a cycle (through "
                 "SEND / RECV pairs): the step never ends.")
+        self._last = (finish, pred)
         if not finish:
             return 0.0, []
         node = max(finish, key=finish.__getitem__)
-        length = finish[node]
+        return finish[node], self._path_to(node, pred)
+
+    @staticmethod
+    def _path_to(node, pred) -> list:
         path = []
         while node is not None:
             path.append(node)
             node = pred.get(node)
         path.reverse()
-        return length, path
+        return path
+
+    def _serial_ns(self) -> dict:
+        """{(rank, node): ns of compute on the node's rank that must run after it}: the
+        durations of the node's compute descendants in its rank's own graph (strict), which
+        the rank's compute unit runs one at a time after the node ends. Built once; ranks
+        of more than `SERIAL_MAX_NODES` nodes are left out (the sets cost N^2 bits)."""
+        if self._serial is not None:
+            return self._serial
+        out = {}
+        for r in self.ranks:
+            rt = self.trace.ranks[r]
+            n = rt.num_nodes
+            if n > SERIAL_MAX_NODES or n == 0:
+                continue
+            kind = rt.kind.tolist()
+            comp = [i for i in range(n) if kind[i] == TraceNode.COMPUTE]
+            if not comp:
+                continue
+            bit = {i: 1 << k for k, i in enumerate(comp)}
+            dur = np.asarray(rt.duration_ns, np.float64)[comp]
+            ptr, deps = rt.dep_ptr.tolist(), rt.deps.tolist()
+            children = [[] for _ in range(n)]
+            for i in range(n):
+                for dep in deps[ptr[i]:ptr[i + 1]]:
+                    children[dep].append(i)
+            order = _topological_order(n, children)
+            below = [0] * n  # bit set of each node's compute descendants (strict)
+            for i in reversed(order):
+                m = 0
+                for c in children[i]:
+                    m |= below[c] | bit.get(c, 0)
+                below[i] = m
+            nbytes = (len(comp) + 7) // 8
+            for i in range(n):
+                if below[i]:
+                    bits = np.unpackbits(np.frombuffer(below[i].to_bytes(nbytes, "little"),
+                                                       np.uint8), bitorder="little")
+                    out[(r, i)] = float(bits[:len(comp)] @ dur)
+        self._serial = out
+        return out
+
+    def best_cut(self, bw):
+        """(value ns, cut) of the strongest cut at ``bw``: the longest path, or a path to a
+        node followed by the compute its rank must still run after it (`_serial_ns`),
+        whichever is longer there. ``cut`` = (path, extra ns) for `rows`."""
+        length, path = self.longest_path(bw)
+        finish, pred = self._last
+        best, cut = length, (path, 0.0)
+        for node, extra in self._serial_ns().items():
+            v = finish.get(node)
+            if v is not None and v + extra > best * (1 + 1e-12):
+                best, cut = v + extra, (node, extra)
+        if cut[0] is not path:
+            cut = (self._path_to(cut[0], pred), cut[1])
+        return best, cut
 
     def _cls(self, rank: int) -> int:
         return int(self.class_of[rank])
@@ -317,7 +400,8 @@ class TraceBound:
         return out
 
     def rows(self, paths) -> ModelRows:
-        """`ModelRows` of the step's lower bound over ``paths`` (`longest_path`'s) and the
+        """`ModelRows` of the step's lower bound over ``paths`` (`longest_path`'s paths, or
+        `best_cut`'s (path, extra ns) cuts) and the
         path-free bounds: one piece (weight 1) whose rows are the paths, the ranks' compute
         and their dimension work, over the pieces of the nodes' isolated times."""
         j_step = self._pieces
@@ -326,9 +410,10 @@ class TraceBound:
         for const, coef in self.floor_rows():
             rows.append((j_step, const, coef))
             nests.append({})
-        for path in paths:
+        for cut in paths:
+            path, extra_ns = cut if isinstance(cut, tuple) else (cut, 0.0)
             const, nest = self.path_expr(path)
-            rows.append((j_step, const, np.zeros(self.d)))
+            rows.append((j_step, const + extra_ns / 1e9, np.zeros(self.d)))
             nests.append(nest)
         n_rows, n_pieces = len(rows), j_step + 1
         nest_m = np.zeros((n_rows, n_pieces))

@@ -176,7 +176,7 @@ def evaluate_trace(c: LibraConfig) -> TraceEvaluation:
     timing = simulate(inputs, bw)
     seconds = time.perf_counter() - t0
     x = np.where(bw > 0, bw, 1.0)
-    lower = bound.value_ns(bound.rows([bound.longest_path(x)[1]]), x)
+    lower = bound.value_ns(bound.rows([bound.best_cut(x)[1]]), x)
     cost = None if inputs.cost_rates is None else float(inputs.cost_rates @ bw)
     return TraceEvaluation(inputs, bw, timing, float(lower), cost,
                            power_of_run(c, inputs.network, inputs.spec),
@@ -233,7 +233,7 @@ def train_trace(c: LibraConfig) -> TraceRun:
     power = power_of_run(c, net, inputs.spec)
     bound = TraceBound(inputs.trace, net, inputs.timing_model)
     t0 = time.perf_counter()
-    paths = [bound.longest_path(_start_point(inputs))[1]]
+    paths = [bound.best_cut(_start_point(inputs))[1]]
     compile_s = 0.0
     converged = False
     while True:
@@ -246,7 +246,7 @@ def train_trace(c: LibraConfig) -> TraceRun:
         if result.status != "ok" or len(paths) >= MAX_ROUNDS:
             break
         x = np.asarray(result.bandwidth_gbps, np.float64)
-        longest, path = bound.longest_path(x)
+        longest, path = bound.best_cut(x)
         if longest <= bound.value_ns(rows, x) * (1 + 1e-9) + 1e-6:
             converged = True
             break
