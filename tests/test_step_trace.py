@@ -12,8 +12,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from libra_jax.inputs.workload import Workload
-from libra_jax.model import pipelined, step, step_trace, timing
+from libra_jax.model import step, step_trace, timing
 from libra_jax.types import (Block, Collective, CommGroup, LibraInputError, RankTrace,
                              StepNode, TraceNode, TraceSet)
 

@@ -12,9 +12,10 @@ section "Every rank its own graph").
 * **Collectives over whole dimensions** (`CommGroup.involved`) run as in `simulate_step`.
   Where the members of a collective's group lie in other classes (asymmetric ranks, e.g. a
   collective across pipeline stages), the k-th issue of that group on a rank is matched with
-  the k-th issue on every member class and its streams start at the latest of those issues
-  (an approximation of ASTRA-sim's ring exchanges, which start at each NPU's own issue and
-  wait for their first message from the neighbour).
+  the k-th issue on every member class: its streams take their queues at the issue, but
+  their first stage runs only from the latest of those issues (an approximation of
+  ASTRA-sim's ring exchanges, which start at each NPU's own issue and wait for their first
+  message from the neighbour; later stages and chunks are not re-synchronised).
 * **pg_name groups** (`CommGroup.ranks`): a flat ring over the listed NPUs in the listed
   order, always the Ring algorithm, on dimension 0's queues, chunked as every collective
   (`Sys::generate_collective` with a `CommunicatorGroup` of part of the machine). A ring
@@ -23,7 +24,9 @@ section "Every rank its own graph").
   hops that precede it on the ring (each hop timed on the first dimension where the two
   NPUs differ: ``hops * latency + bytes / bw``); the aware backend replays every message of
   the ring link by link (dimension-ordered routes, FIFO links). Both are computed for the
-  ring alone (all members starting together) and give each member its own stage time.
+  ring alone (all members starting together) and give each member its own stage time; under
+  the aware backend the stage then runs on the rank's own links along its route, scaled to
+  take that time alone, so that it contends with the rank's other traffic.
 * **Send / recv** (``COMM_SEND_NODE`` / ``COMM_RECV_NODE``) bypass the system layer's
   queues: a message starts when its SEND is issued (a SEND takes an in-flight slot, a RECV
   does not: `HardwareResource`), both nodes end when it arrives, and a RECV posted after the
@@ -404,7 +407,6 @@ def _classes(trace: TraceSet, geo: _Geometry, match_to, match_from, pg_sig) -> n
     """[R] class id of every rank: ranks with the same graph (up to the renaming of their
     pg groups and peers), the same pg ring stage times, and whose send/recv peers, matched
     nodes and group members fall in the same classes (refined to a fixed point)."""
-    R = trace.num_ranks
     keys = []
     groups = trace.groups
     used = []  # per rank: group indices its collectives use
