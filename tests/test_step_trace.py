@@ -415,8 +415,9 @@ def _experiment(name="astrasim_workload"):
 
 def test_the_8_pg_name_runs():
     """The 8 g5_E_pg runs (flat pg_name rings on Switch(8) x Ring(4)) through the trace
-    simulation: within 2% (unaware) and 5% (aware) of ASTRA-sim's step; the aware
-    pg_across dp_overlap case ends at different times on different NPUs, as ASTRA-sim's."""
+    simulation: within 2% (unaware) and 5% (aware) of ASTRA-sim's step, pinned at 0.5%
+    (measured: 0.11% / 0.15%); the aware pg_across dp_overlap case ends at different times
+    on different NPUs, as ASTRA-sim's (24 µs here, 4.9 µs there)."""
     exp = _experiment()
     seen = 0
     for case, res in exp.load(SHARED):
@@ -427,6 +428,7 @@ def test_the_8_pg_name_runs():
         err = got.time_ns / float(res["astra_max_ns"]) - 1.0
         assert abs(err) <= (0.02 if case["backend"] == "unaware" else 0.05), (case["case_id"],
                                                                               err)
+        assert abs(err) <= 5e-3, (case["case_id"], err)
         if case["case_id"] == "g5_E_pg_across_dp_overlap_aware_k4_L0":
             assert got.rank_end_ns.max() > got.rank_end_ns.min()
     assert seen == 8

@@ -507,7 +507,7 @@ class _Shapes:
                 s = int(np.flatnonzero(st.enabled)[0])
                 kind = "first" if collective == Collective.ALLREDUCE else "any"
                 steps = max(int(round(float(st.steps[s]))), 1)
-                ring = (g, float(st.bytes_coef[s]) / steps, steps, float(st.reduction_ns[s]))
+                ring = (g, float(st.bytes_coef[s]) / steps, steps, float(st.reduction_ns[s]), k)
                 out = (k, [(0, 0.0, 0.0, kind, float(steps), float(st.reduction_ns[s]), n,
                             ring)])
         self.cache[key] = out
@@ -515,11 +515,13 @@ class _Shapes:
 
     def ring_ns(self, ring, dr: int) -> np.ndarray:
         """[n] each listed member's stage time of a pg ring stage run in direction dr (0:
-        member i sends to i + 1, ASTRA-sim's clockwise; 1: to i - 1)."""
+        member i sends to i + 1, ASTRA-sim's clockwise; 1: to i - 1): the ring alone, all
+        starting together (`ring_finish_unaware` / `ring_finish_aware`), each member's
+        difference from the members' mean divided by the collective's chunk count."""
         key = (ring, dr)
         if key in self.ring_cache:
             return self.ring_cache[key]
-        g, msg, steps, red = ring
+        g, msg, steps, red, k = ring
         members = list(self.trace.groups[g].ranks)
         order = members if dr == 0 else members[::-1]
         n = len(order)
@@ -535,6 +537,11 @@ class _Shapes:
             hops = [geo.hop_ns(order[i], order[(i + 1) % n], msg, what) for i in range(n)]
             fin = ring_finish_unaware(hops, steps, pre, post)
         fin = fin if dr == 0 else fin[::-1]
+        # The collective's k chunks run one after another on each member's queue, and a
+        # member's chunk waits for its sender's messages of that chunk: after the first,
+        # the members go at one common pace, the ring's mean; only the first chunk keeps
+        # each member's own time.
+        fin = fin.mean() + (fin - fin.mean()) / k
         self.ring_cache[key] = fin
         return fin
 
@@ -547,7 +554,7 @@ class _Shapes:
         key = (ring, dr, rank)
         if key in self.ring_cache:
             return self.ring_cache[key]
-        g, msg, steps, red = ring
+        g, msg, steps, red, _ = ring
         members = self.trace.groups[g].ranks
         pos = members.index(rank)
         n = len(members)
