@@ -701,16 +701,22 @@ def _replica_set(rng, folder):
     for k in range(rng.randint(1, 4)):
         kinds = {f: rng.choice(types) for f in ("comm_src", "comm_dst", "comm_tag")}
         tag_type = kinds["comm_tag"]
-        tag = rng.choice(_TYPE_VALUES.get(tag_type, (3.0, 2.0**31)))
+        tag = (rng.choice(_TYPE_VALUES.get(tag_type, (3.0, 2.0**31))) if rng.random() < 0.4
+               else rng.choice((0, 5, 127, 128, 300)))
         own = rng.choice(("rank", "rank", "absent", "other"))
         p2p_specs.append((kinds, tag, own))
     groups = {"1": list(range(0, num, 2)), "2": list(range(1, num, 2)),
               "3": list(range(num)), "4": list(range(num - 1))}
+    pair_base = rng.choice((5, 8))  # pair groups 5, 6, ... (from 8: ids of 1 and 2 digits)
+    for r in range(0, num, 2):
+        groups[str(pair_base + r // 2)] = [r, r + 1] if rng.random() < 0.95 else [r + 1]
+        groups[str(20 + r // 2)] = [r + 1, r]
     stray = rng.random() < 0.3
     stray_rank, stray_k = rng.randrange(num), rng.randrange(len(p2p_specs))
     stray_what = rng.choice(("self", "out", "big", "tag"))
     ops, cpu = rng.choice((0, 3)), rng.random() < 0.3
-    pgs = (rng.choice(("1", "3", "4", None)), rng.choice(("2", "3", "4", None)))
+    pgs = (rng.choice(("1", "3", "4", "pair", None)), rng.choice(("2", "3", "4", "pair", None)))
+    p2p_pg = rng.random() < 0.3  # a pg_name on the sends and receives (not read)
     ranks = []
     for r in range(num):
         send = r % 2 == 0
@@ -731,9 +737,18 @@ def _replica_set(rng, folder):
                 if value is not None:
                     node.attr.append(_attr(name, **_fit(kinds[name], value)))
             node.attr.append(_attr("comm_size", int64_val=256))
+            if p2p_pg:
+                node.attr.append(_attr("pg_name", string_val=f"g{r}"))
             nodes.append(node)
             last = i
-        nodes.append(coll(20, deps=(last,), dims=None, pg=pgs[r % 2]))
+        pg = str(pair_base + r // 2) if pgs[r % 2] == "pair" else pgs[r % 2]
+        if stray and r == stray_rank and stray_what == "tag" and pg is not None:
+            pg = rng.choice(("03", "99", "3"))  # another name of the whole group, no group
+        nodes.append(coll(20, deps=(last,), dims=None, pg=pg))
+        if pgs[r % 2] == "pair":  # two more groups new to the set; the whole set or a pair
+            nodes.append(coll(22, deps=(20,), dims=None, pg=str(20 + r // 2)))
+            nodes.append(coll(23, deps=(22,), dims=None,
+                              pg="3" if rng.random() < 0.5 else str(pair_base + r // 2)))
         nodes.append(coll(21, deps=(20,), dims=(True, False)))
         ranks.append(nodes)
     prefix = _write(folder, ranks, meta=rng.random() < 0.8, gz=rng.random() < 0.2)
@@ -763,13 +778,13 @@ def test_replicas_equal_full_reading(tmp_path, monkeypatch):
     monkeypatch.setattr(chakra_import.Replicas, "trace", counted)
     rng = random.Random(32)
     outcomes = {"ok": 0, "error": 0}
-    for k in range(150):
+    for k in range(200):
         prefix, groups, dims = _replica_set(rng, tmp_path / str(k))
         fast = _outcome(prefix, groups, num_dims=dims)
         _assert_same(fast, _outcome(prefix, groups, num_dims=dims, replicas=False))
         outcomes["error" if isinstance(fast, str) else "ok"] += 1
-    assert outcomes["ok"] >= 30 and outcomes["error"] >= 30, outcomes
-    assert used["copied"] >= 100 and used["parsed"] >= 30, used
+    assert outcomes["ok"] >= 40 and outcomes["error"] >= 40, outcomes
+    assert used["copied"] >= 120 and used["parsed"] >= 40, used
 
 
 def test_replica_values_and_notes(tmp_path):

@@ -108,8 +108,9 @@ that node (run)).
   ASTRA-sim ignores it there.
 
 **Speed.** A rank file that differs from one already parsed (same length) only in the
-values of its sends' and receives' ``comm_src`` / ``comm_dst`` / ``comm_tag`` (the
-data-parallel replicas of a pipeline stage, the tensor-parallel ranks) is not parsed:
+values of its sends' and receives' ``comm_src`` / ``comm_dst`` / ``comm_tag`` and of its
+collectives' ``pg_name`` (the data-parallel replicas of a pipeline stage, the
+tensor-parallel ranks) is not parsed:
 `libra_jax.inputs.chakra_replica` compares the bytes, decodes the values that differ and
 runs every check that depends on them or on the rank, so the result (errors and notes
 included) is that of parsing it; ``replicas=False`` parses every file. On the 64-rank
@@ -525,6 +526,17 @@ class _Groups:
                 f" of {self.source} does not list rank {rank}, which runs this collective.")
         return self.add(group)
 
+    def lookup(self, name: str) -> tuple[CommGroup, frozenset | None] | None:
+        """``pg(name, ...)``'s group and its members (None: all NPUs), or None where `pg`
+        would refuse the name; adds no group and no note."""
+        cached = self.pg_cache.get(name)
+        if cached is None:
+            try:
+                cached = self.pg_cache[name] = self._pg_group(name, "")
+            except LibraInputError:
+                return None
+        return cached
+
     def _pg_group(self, name: str, where) -> tuple[CommGroup, frozenset | None]:
         if self.json is None:
             raise LibraInputError(
@@ -623,8 +635,8 @@ def _read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
     """One rank's file (its bytes ``data``) as a `RankTrace`: one pass over the nodes applies
     the node rules (module docstring), then `_graph` orders them and resolves the
     dependencies. With ``frames`` (a dict), fills in ``"offsets"``: each node's frame
-    offset in ``data``, file order, ``"ids"``: their ids, and ``"sendrecv"``: the file
-    indices of the kept sends and receives (what `chakra_replica` needs of a template)."""
+    offset in ``data``, file order, ``"ids"``: their ids, and ``"kind"``: their kinds
+    (`TraceNode`, -1 skipped; what `chakra_replica` needs of a template)."""
     nodes, offsets = _parse_nodes(data, path, notes)
     n = len(nodes)
     ids, ndeps, names, skip_reason = [0] * n, [0] * n, [""] * n, {}
@@ -784,14 +796,14 @@ def _read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
                           "only).", num_ctrl)
     for reason in skip_reason.values():
         skipped[reason] += 1
+    kinds = np.asarray(kind, np.int8)
     if frames is not None:
-        frames.update(offsets=offsets, ids=ids, sendrecv=[
-            i for i, k in enumerate(kind) if k == TraceNode.SEND or k == TraceNode.RECV])
-    return _graph(rank, path, nodes, np.asarray(ids, np.uint64), names,
-                  np.asarray(kind, np.int8), np.asarray(duration_ns, np.float64),
-                  np.asarray(collective, np.int8), np.asarray(size_bytes, np.float64),
-                  np.asarray(group, np.int32), np.asarray(peer, np.int32),
-                  np.asarray(tag, np.int64), np.asarray(ndeps, np.int64),
+        frames.update(offsets=offsets, ids=ids, kind=kinds)
+    return _graph(rank, path, nodes, np.asarray(ids, np.uint64), names, kinds,
+                  np.asarray(duration_ns, np.float64), np.asarray(collective, np.int8),
+                  np.asarray(size_bytes, np.float64), np.asarray(group, np.int32),
+                  np.asarray(peer, np.int32), np.asarray(tag, np.int64),
+                  np.asarray(ndeps, np.int64),
                   np.frombuffer(deps, np.uint64) if deps else np.zeros(0, np.uint64), notes)
 
 
@@ -969,7 +981,8 @@ def read_chakra(prefix: str | os.PathLike, comm_groups=None, *, num_dims: int | 
         needed for collectives that ASTRA-sim runs over every dimension.
       cpu_ops: ``"skip"`` (default) or ``"compute"``: what becomes of ``is_cpu_op`` nodes.
       replicas: True (default): a file that differs from one already parsed only in its
-        sends' and receives' peer and tag values is read from that one
+        sends' and receives' peer and tag values and its collectives' pg_name is read
+        from that one
         (`libra_jax.inputs.chakra_replica`; the result is the same); False parses every
         file.
 

@@ -2,25 +2,29 @@
 `libra_jax.inputs.chakra_import.read_chakra`).
 
 Most ranks of a training step's trace set are copies of each other up to the peers of their
-sends and receives (the data-parallel replicas of a pipeline stage, the tensor-parallel
-ranks): their files have the same length and differ only in the bytes of the values of
-``comm_src`` / ``comm_dst`` / ``comm_tag``. A file parsed in full (a *template*) is kept
-with its `RankTrace` and what its reading added to the set's notes and skip counts. A
+sends and receives and the communicator groups of their collectives (the data-parallel
+replicas of a pipeline stage, the tensor-parallel ranks): their files have the same length
+and differ only in the bytes of the values of ``comm_src`` / ``comm_dst`` / ``comm_tag``
+(varint integers) and of ``pg_name`` (strings). A file parsed in full (a *template*) is
+kept with its `RankTrace` and what its reading added to the set's notes and skip counts. A
 later file of the same length is compared with it byte for byte (numpy); if every byte
-that differs lies inside the value (a varint) of one of those attributes of a kept send or
-receive of the template, with the same varint length, the file's nodes are the template's
-with only those values changed: they are decoded (vectorised), every check of
-``chakra_import`` that depends on them or on the rank runs on them (a peer in [0, R) and
-not the rank itself, the tag's range, the ``pg_name`` groups listing the rank), and the
-notes they make are counted as the full reading counts them. Whenever anything is not
-plainly the same (a difference elsewhere, a value that fails a check, a note not yet in
-the set's notes, an attribute stored in a type other than a varint integer, a value in a
-non-canonical varint), `Replicas.trace` answers None and the file is parsed in full, so
-the result, errors and messages included, is always that of parsing every file.
+that differs lies inside such a value of a kept send, receive or collective of the
+template (a varint of the same length, a string of the same length), the file's nodes are
+the template's with only those values changed: they are decoded (the varints vectorised),
+every check of ``chakra_import`` that depends on them or on the rank runs on them (a peer
+in [0, R) and not the rank itself, the tag's range, the ``pg_name`` group known and listing
+the rank), the groups new to the set are added in file order, and the notes they make are
+counted as the full reading counts them. Whenever anything is not plainly the same (a
+difference elsewhere, a value that fails a check, a note not yet in the set's notes, an
+attribute stored in another type, a non-canonical varint, a string that is not UTF-8),
+`Replicas.trace` answers None and the file is parsed in full, so the result, errors and
+messages included, is always that of parsing every file.
 
 On the 64-rank benchmark (``experiments/bench_trace.py``: 4 pipeline stages, 16 replicas
-each, 6.2 MB per file) a replica takes about 15 ms (reading the file, the comparison, the
-checks), against 0.5-0.7 s to parse it.
+each, 6.2 MB per file) a replica takes about 10 ms (reading the file, the comparison, the
+checks), against 0.5-0.7 s to parse it. Over the 480 trace sets that
+``experiments/astrasim_traces.py`` ran (generated and real ones), 56% of the rank files
+read were replicas, with results equal to the full reading's.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from libra_jax.types import RankTrace, TraceNode
 _VARINT_TYPES = {7: "int32_val", 9: "int64_val", 11: "uint32_val", 13: "uint64_val",
                  15: "sint32_val", 17: "sint64_val"}
 _VALUE_FIELDS = range(3, 33)  # every field of AttributeProto's oneof value
-_NAMES = ("comm_src", "comm_dst", "comm_tag")
-_MINE, _THEIRS, _TAG = 0, 1, 2
+_NAMES = ("comm_src", "comm_dst", "comm_tag", "pg_name")
+#: Record roles; pg_name: a string_val (field 29), a collective's group, or on a send /
+#: receive, where it is not read (_FREE: its bytes need only stay UTF-8).
+_MINE, _THEIRS, _TAG, _PG, _FREE = 0, 1, 2, 3, 4
 #: Templates kept per file length (a file is compared with each, newest first).
 MAX_TEMPLATES_PER_LENGTH = 4
 _U = np.uint64
@@ -102,35 +108,41 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, vtype: np.nda
 
 class _Template:
     """A fully parsed file: its bytes, `RankTrace`, notes and skips, and (made on first
-    use, `records`) the byte spans of its sends' and receives' peer and tag values."""
+    use, `records`) the byte spans of its sends' and receives' peer and tag values and of
+    its collectives' ``pg_name`` strings."""
 
-    def __init__(self, rank, data, trace, frames, notes, skipped, members):
+    def __init__(self, rank, data, trace, frames, notes, skipped, groups):
         self.rank, self.data, self.trace = rank, data, trace
         self.buf = np.frombuffer(data, np.uint8)
-        self.frames, self.notes, self.skipped, self.members = frames, notes, skipped, members
+        self.frames, self.notes, self.skipped, self.groups = frames, notes, skipped, groups
         self._records = None
 
     def records(self):
         """The value spans as arrays (start, len, name, role, vtype, index into the trace,
-        value, big), or False if the template cannot serve as one."""
+        value, big; for pg_name records: the names, their groups and members), or False if
+        the template cannot serve as one."""
         if self._records is None:
             self._records = self._make_records() or False
             if self._records:  # what its own reading counted, less the rank-dependent notes
-                val, big = self._records["val"], self._records["big"]
-                self.notes = self.notes - self.var_notes(self.rank, val, big)
+                rec = self._records
+                self.notes = (self.notes - self.var_notes(self.rank, rec["val"], rec["big"])
+                              - _whole_notes(rec["pg_names"], rec["pg_members"]))
             self.frames = None
         return self._records
 
     def _make_records(self):
         data, trace, frames = self.data, self.trace, self.frames
-        rows = []
-        for i in frames["sendrecv"]:
+        kinds = frames["kind"]
+        wanted = np.flatnonzero((kinds == TraceNode.SEND) | (kinds == TraceNode.RECV)
+                                | (kinds == TraceNode.COLLECTIVE))
+        rows, pg_ok = [], True
+        for i in wanted.tolist():
             start, end = frame_body(data, frames["offsets"][i])
             fields = _fields(data, start, end)
             if fields is None:
                 return None
             j = int(np.searchsorted(trace.node_id, frames["ids"][i]))
-            send = trace.kind[j] == TraceNode.SEND
+            kind = int(kinds[i])
             for number, wire, s, e in fields:
                 if number != 10:
                     continue
@@ -146,29 +158,64 @@ class _Template:
                     continue
                 name = _NAMES.index(names[0].decode())
                 values = [(n, w, a, b) for n, w, a, b in sub if n in _VALUE_FIELDS]
+                if kind == TraceNode.COLLECTIVE:
+                    if name != 3:
+                        continue
+                    if len(values) != 1 or values[0][:2] != (29, 2):
+                        pg_ok = False  # not one string: such pg_names must not differ
+                    else:  # "" is no group (and is not recorded)
+                        rows.append((values[0][2], values[0][3] - values[0][2], 3, _PG, 29, j))
+                    continue
+                if name == 3:
+                    if len(values) == 1 and values[0][:2] == (29, 2):
+                        rows.append((values[0][2], values[0][3] - values[0][2], 3, _FREE, 29, j))
+                    continue
                 if len(values) != 1 or values[0][0] not in _VARINT_TYPES or values[0][1] != 0:
                     return None  # another type, or a oneof given twice: parse such files
                 n, _, a, b = values[0]
+                send = kind == TraceNode.SEND
                 role = _TAG if name == 2 else _MINE if (name == 0) == send else _THEIRS
                 rows.append((a, b - a, name, role, n, j))
+        if not pg_ok:
+            rows = [row for row in rows if row[3] != _PG]
+        rows = sorted(row for row in rows if row[1] > 0)
         cols = np.asarray(rows, np.int64).reshape(-1, 6)
         rec = dict(zip(("start", "len", "name", "role", "vtype", "index"), cols.T))
+        num_p2p = np.count_nonzero((kinds == TraceNode.SEND) | (kinds == TraceNode.RECV))
+        role = rec["role"]
         rec["val"], rec["big"], canon = _decode(self.buf, rec["start"], rec["len"],
                                                 rec["vtype"])
-        kept = len(frames["sendrecv"])
-        if (not canon.all() or not (np.diff(rec["start"]) > 0).all()
-                or np.count_nonzero(rec["role"] == _THEIRS) != kept
-                or np.count_nonzero(rec["role"] == _TAG) != kept):
+        varint = role < _PG
+        if (not canon[varint].all() or not (np.diff(rec["start"]) > 0).all()
+                or np.count_nonzero(role == _THEIRS) != num_p2p
+                or np.count_nonzero(role == _TAG) != num_p2p):
             return None
+        rec["pg"] = np.flatnonzero(role == _PG)
+        rec["pg_names"], rec["pg_members"] = [], []
+        for r in rec["pg"].tolist():
+            name = self.data[rec["start"][r]:rec["start"][r] + rec["len"][r]].decode()
+            hit = self.groups.lookup(name)
+            if hit is None or self.groups.index.get(hit[0]) != trace.group[rec["index"][r]]:
+                return None  # a self-check: the group the full reading gave it
+            rec["pg_names"].append(name)
+            rec["pg_members"].append(hit[1])
+        # The groups of the other collectives (involved_dim, or a pg_name not recorded).
+        coll = trace.kind == TraceNode.COLLECTIVE
+        coll[rec["index"][rec["pg"]]] = False
+        index = list(self.groups.index)
+        rec["members"] = [frozenset(index[g].ranks) for g in np.unique(trace.group[coll]).tolist()
+                          if index[g].ranks]
         if not self._same(rec["val"], rec["big"], rec):
             return None
-        rec["combos"] = sorted(set(zip(rec["name"].tolist(), rec["vtype"].tolist())))
+        rec["combos"] = sorted(set(zip(rec["name"][varint].tolist(),
+                                       rec["vtype"][varint].tolist())))
         return rec
 
     def _same(self, val, big, rec) -> bool:
         """Whether the decoded values are the trace's peers and tags (a self-check)."""
         peer, tag = self.values(val, rec)
-        return (not big[rec["role"] != _MINE].any() and np.array_equal(peer, self.trace.peer)
+        t = (rec["role"] == _THEIRS) | (rec["role"] == _TAG)
+        return (not big[t].any() and np.array_equal(peer, self.trace.peer)
                 and np.array_equal(tag, self.trace.tag))
 
     def values(self, val, rec):
@@ -198,6 +245,11 @@ class _Template:
         return +out
 
 
+def _whole_notes(names, members) -> collections.Counter:
+    """The notes of collectives whose pg_name is a group of every NPU (`_Groups.pg`)."""
+    return collections.Counter(("whole", n) for n, m in zip(names, members) if m is None)
+
+
 class Replicas:
     """The templates of one `read_chakra` call, and the notes and skip counters it adds to
     (``notes``: its ``_Notes``; ``skipped``: reason -> count)."""
@@ -214,14 +266,9 @@ class Replicas:
     def add(self, rank: int, data: bytes, trace: RankTrace, frames: dict, before) -> None:
         """Keeps a fully read file as a template (``before``: `snapshot` before reading)."""
         same = self.by_length.setdefault(len(data), [])
-        if len(same) >= MAX_TEMPLATES_PER_LENGTH:
-            return
-        index = list(self.groups.index)
-        members = [frozenset(index[g].ranks) for g in
-                   np.unique(trace.group[trace.kind == TraceNode.COLLECTIVE]).tolist()
-                   if index[g].ranks]
-        same.insert(0, _Template(rank, data, trace, frames, self.notes.counts - before[0],
-                                 self.skipped - before[1], members))
+        if len(same) < MAX_TEMPLATES_PER_LENGTH:
+            same.insert(0, _Template(rank, data, trace, frames, self.notes.counts - before[0],
+                                     self.skipped - before[1], self.groups))
 
     def trace(self, rank: int, path: str, data: bytes) -> RankTrace | None:
         """Rank ``rank``'s `RankTrace` from a template (its notes and skips counted), or
@@ -242,21 +289,43 @@ class Replicas:
             return None
         diff = np.flatnonzero(ne)
         val, big = rec["val"], rec["big"]
+        role = rec["role"]
+        names, members = rec["pg_names"], rec["pg_members"]
+        new_groups = {}
         if diff.size:
             starts = rec["start"]
-            k = np.searchsorted(starts, diff, side="right") - 1
-            inside = (k >= 0) & (diff - starts[np.maximum(k, 0)]
-                                 < np.minimum(rec["len"][np.maximum(k, 0)], 9))
-            if not inside.all() or ((a[diff] ^ b[diff]) & 0x80).any():
-                return None  # elsewhere, or a varint of another length / its 10th byte
+            k = np.maximum(np.searchsorted(starts, diff, side="right") - 1, 0)
+            text = role[k] >= _PG  # a string: any byte; a varint: not its 10th, same length
+            span = np.where(text, rec["len"][k], np.minimum(rec["len"][k], 9))
+            inside = (diff >= starts[k]) & (diff - starts[k] < span)
+            if not inside.all() or ((a[diff] ^ b[diff]) & 0x80)[~text].any():
+                return None
             changed = np.unique(k)
-            v2, big2, canon = _decode(b, starts[changed], rec["len"][changed],
-                                      rec["vtype"][changed])
+            for r in changed[role[changed] == _FREE].tolist():
+                try:  # protobuf refuses a string that is not UTF-8
+                    data[starts[r]:starts[r] + rec["len"][r]].decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+            v = changed[role[changed] < _PG]
+            v2, big2, canon = _decode(b, starts[v], rec["len"][v], rec["vtype"][v])
             if not canon.all():
                 return None
             val, big = val.copy(), big.copy()
-            val[changed], big[changed] = v2, big2
-        role = rec["role"]
+            val[v], big[v] = v2, big2
+            p = changed[role[changed] == _PG]
+            if p.size:
+                names, members = list(names), list(members)
+                where = {r: n for n, r in enumerate(rec["pg"].tolist())}
+                for r in p.tolist():
+                    try:
+                        name = data[starts[r]:starts[r] + rec["len"][r]].decode("utf-8")
+                    except UnicodeDecodeError:
+                        return None
+                    hit = self.groups.lookup(name)
+                    if hit is None:
+                        return None
+                    names[where[r]], members[where[r]] = name, hit[1]
+                    new_groups[r] = hit[0]
         t = role == _THEIRS
         if (big[t].any() or (val[t] < 0).any() or (val[t] >= self.num_ranks).any()
                 or (val[t] == rank).any()):
@@ -264,9 +333,12 @@ class Replicas:
         t = role == _TAG
         if big[t].any() or (val[t] < -2**31).any() or (val[t] > 2**32 - 1).any():
             return None
-        if not all(rank in m for m in template.members):
+        if not all(rank in m for m in rec["members"]):
             return None
-        notes = template.notes + template.var_notes(rank, val, big)
+        if not all(m is None or rank in m for m in set(members)):
+            return None
+        notes = template.notes + template.var_notes(rank, val, big) + _whole_notes(
+            names, members)
         counts = self.notes.counts
         if any(key not in counts for key in notes):
             return None  # a note new to the set: the full reading orders it
@@ -274,8 +346,13 @@ class Replicas:
         self.skipped.update(template.skipped)
         peer, tag = template.values(val, rec)
         t = template.trace
+        group = t.group
+        if new_groups:
+            group = group.copy()
+            for r, g in sorted(new_groups.items()):  # file order, as the full reading adds
+                group[rec["index"][r]] = self.groups.add(g)
         return RankTrace(
             rank=rank, path=path, node_id=t.node_id.copy(), name=t.name, kind=t.kind.copy(),
             duration_ns=t.duration_ns.copy(), collective=t.collective.copy(),
-            size_bytes=t.size_bytes.copy(), group=t.group.copy(), peer=peer, tag=tag,
+            size_bytes=t.size_bytes.copy(), group=group.copy(), peer=peer, tag=tag,
             dep_ptr=t.dep_ptr.copy(), deps=t.deps.copy())
