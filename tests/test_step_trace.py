@@ -225,6 +225,21 @@ def test_back_to_back_sends_share_the_aware_link():
     assert got.rank_times(1)[1].tolist() == [5000.0, 10000.0]
 
 
+def test_multi_hop_ring_route_queues_on_its_first_link():
+    """Two 1 MB sends from NPU 0 to NPU 2 of a Ring(4) (2 hops clockwise, a tie): aware,
+    store and forward, 2 * (5,000 + 100) = 10,200 ns for the first; the second waits for
+    the first on NPU 0's link only (its second hop, NPU 1's link, is free by then):
+    3 * 5,000 + 2 * 100. Unaware: 2 hops of latency and the bytes once, both at 5,200."""
+    per_rank = [[(S, (2, 1e6, 0), ()), (S, (2, 1e6, 1), ())], [],
+                [(V, (0, 1e6, 0), ()), (V, (0, 1e6, 1), ())], []]
+    trace = _trace(per_rank)
+    tm = dict(latency_ns=[100.0])
+    got = step_trace.simulate_trace(trace, [Block.RING], [4], [200.0], _tm("aware", **tm))
+    assert got.rank_times(2)[1].tolist() == [10_200.0, 15_200.0]
+    got = step_trace.simulate_trace(trace, [Block.RING], [4], [200.0], _tm("unaware", **tm))
+    assert got.rank_times(2)[1].tolist() == [5_200.0, 5_200.0]
+
+
 def test_recv_posted_after_the_arrival_ends_at_its_issue():
     """The message arrives at 10,000 ns; the recv waits for a 30 µs compute: it ends at
     30,000 ns (ASTRA-sim's callback tracker: transmission finished, recv runs at once)."""

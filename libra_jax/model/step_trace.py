@@ -155,6 +155,14 @@ class _Geometry:
         return out
 
 
+def _own_links(route) -> tuple:
+    """The links of a route (`_Geometry.route`, local names) that the one-NPU link model
+    queues on: every hop but the later hops of a Ring route in one direction, which run on
+    other NPUs' links (None: timed, not queued)."""
+    return tuple(link if j == 0 or route[j - 1][0] != link else None
+                 for j, (link, _) in enumerate(route))
+
+
 def _step_overheads(steps: int, red_ns: float, n: int, endpoint_ns: float):
     """(pre [steps], post) of a ring stage: the delay before each message (endpoint delay,
     plus a local reduction from the second message on) and after the last arrival, as the
@@ -571,7 +579,7 @@ class _Shapes:
             ratio = want / alone
             hops = [(a * ratio, b * ratio) for a, b in hops]
             pre, post = [p * ratio for p in pre], post * ratio
-        out = (tuple(link for link, _ in route), hops, pre, post)
+        out = (_own_links(route), hops, pre, post)
         self.ring_cache[key] = out
         return out
 
@@ -705,6 +713,12 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
 
     def link_put(rk: _Rank, link, msg, t: float) -> None:
+        if link is None:  # a later hop of a Ring route: on another NPU's link
+            owner, hop = msg
+            ser, la = owner.hops[hop] if type(owner) is _Stream else (owner.ser[hop],
+                                                                        owner.lat[hop])
+            push(t + ser + la, "arrive", msg)
+            return
         if rk.link_busy.get(link, False):
             rk.link_wait.setdefault(link, []).append(msg)
             return
@@ -863,7 +877,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             push(now + geo.hop_ns(rk.rank, dst, size / gib, what), "msg", (rk, i, to, j))
             return
         route = geo.route(rk.rank, dst, what, local=True)
-        m = _P2P(rk, i, (to, j), tuple(link for link, _ in route),
+        m = _P2P(rk, i, (to, j), _own_links(route),
                  [size / gib / bw[d] for _, d in route], [lat[d] for _, d in route])
         link_put(rk, m.path[0], (m, 0), now)
 
