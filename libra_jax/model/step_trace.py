@@ -762,8 +762,10 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
 
     def next_stage(rk: _Rank) -> None:
         """Files the rank's first unaware stage to end (time, then the older stream)."""
-        sync(rk)
         rk.ver += 1
+        if not rk.running:
+            return
+        sync(rk)
         best = None
         for key, s in rk.running.items():
             if s.held:
@@ -890,6 +892,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             to.arrived[j] = now
 
     def issue_ready(rk: _Rank) -> None:
+        if not rk.ready:
+            return
         blocked = []
         kinds = rk.kind
         while rk.ready:
@@ -978,8 +982,11 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
 
     def refile() -> None:
         if not aware:
-            for other in dict.fromkeys(touched):
-                next_stage(other)
+            if len(touched) == 1:
+                next_stage(touched[0])
+            else:
+                for other in dict.fromkeys(touched):
+                    next_stage(other)
         touched.clear()
 
     # The loop takes the next event: a compute end (lowest rank first), else a network
