@@ -115,8 +115,8 @@ tensor-parallel ranks) is not parsed:
 runs every check that depends on them or on the rank, so the result (errors and notes
 included) is that of parsing it; ``replicas=False`` parses every file. On the 64-rank
 benchmark (``experiments/bench_trace.py``: 6.5e6 nodes, 4 distinct stages of 16 replicas)
-the set reads in about 4 s (1.6e6 nodes/s; 26-42 s when every file was parsed). Every
-other file: all nodes of a file are parsed by one protobuf call (the framed messages become
+the set reads in 2.8-3.0 s of wall, 2.6-2.75 CPU s (2.2-2.35e6 nodes/s; 26-42 s when every
+file was parsed): the 4 stages' files parsed in full take ~2.1 s of it. Every other file: all nodes of a file are parsed by one protobuf call (the framed messages become
 one ``NodeList`` message); one Python pass over the nodes reads their fields, and the
 arrays are built with numpy once per rank. Measured (Python 3.11, protobuf's upb backend)
 on 2 ranks of 1.2e5 nodes each (half compute, a quarter all-reduces with ``involved_dim``,
