@@ -202,7 +202,7 @@ def test_train_and_evaluate_a_trace_set(trace_dir, tmp_path):
     ASTRA-sim export of the trace set; then libra-evaluate of that design agrees."""
     run = tmp_path / "train"
     proc = _command("libra_jax.train", f"workload.chakra_et={trace_dir / 'pp'}", *NET_ARGS,
-                    "constraints.total_bw_gbps=300", "system.chunks=2",
+                    "constraints.total_bw_gbps=300", "system.chunks=2", "system.gb_is_gib=true",
                     "export_astrasim=true", f"hydra.run.dir={run}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "certified gap to the best simulated step" in proc.stdout
@@ -211,7 +211,7 @@ def test_train_and_evaluate_a_trace_set(trace_dir, tmp_path):
     bw = np.asarray(data["bandwidth_gbps"])
     assert abs(bw.sum() - 300.0) < 1e-6
     trace = read_chakra(trace_dir / "pp", num_dims=2)
-    tm = TimingModel(model="pipelined", chunks=2)
+    tm = TimingModel(model="pipelined", chunks=2, gb_is_gib=True)
     sim = step_trace.simulate_trace(trace, NET.block_codes, NET.npus, bw, tm)
     assert data["step_time_ns"] == pytest.approx(sim.time_ns, rel=1e-12)
     assert 0 <= data["exact_optimality_gap"] < 1e-6
@@ -223,13 +223,19 @@ def test_train_and_evaluate_a_trace_set(trace_dir, tmp_path):
     back = read_chakra(run / "astrasim" / "et" / "wl", num_dims=2)
     again = step_trace.simulate_trace(back, NET.block_codes, NET.npus, bw, tm)
     assert again.time_ns == pytest.approx(sim.time_ns, rel=1e-12)
+    # the design is in ASTRA-sim's GB (2^30 bytes) already: written unchanged
+    yml = (run / "astrasim" / "network.yml").read_text()
+    line = next(x for x in yml.splitlines() if x.startswith("bandwidth:"))
+    written = [float(v) for v in line.split("[")[1].split("]")[0].split(",")]
+    np.testing.assert_allclose(written, bw, rtol=1e-12)
     script = (run / "astrasim" / "run.sh").read_text()
     assert "--comm-group-configuration=empty" in script
 
     ev = tmp_path / "eval"
     design = "bandwidth_gbps=[" + ",".join(repr(float(x)) for x in bw) + "]"
     proc = _command("libra_jax.evaluate", f"workload.chakra_et={trace_dir / 'pp'}", *NET_ARGS,
-                    "constraints.total_bw_gbps=300", "system.chunks=2", design,
+                    "constraints.total_bw_gbps=300", "system.chunks=2", "system.gb_is_gib=true",
+                    design,
                     f"hydra.run.dir={ev}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     got = json.loads((ev / "result.json").read_text())

@@ -235,7 +235,7 @@ def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
     run = study.train_trace(c)
     data = train_dict(run, str(c.objective))
     print(format_train(data, run), flush=True)
-    export_astrasim_trace(c, output_dir, run.inputs, np.asarray(run.result.bandwidth_gbps))
+    export_astrasim_trace(c, output_dir, run.inputs, np.asarray(run.bandwidth_gbps))
     report.write_json(output_dir / "result.json", data)
     key = report.objective_key(c.objective)
     value = runtime.objective_value(data[key])

@@ -27,7 +27,8 @@ def _design_files(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_g
         network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
         chunks=tm.chunks, endpoint_delay_ns=int(delay),
         local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
-        scheduling_policy=tm.queue_policy.upper())
+        # with system.gb_is_gib the design is already in ASTRA-sim's GB (2^30 bytes)
+        gb_is_gib=not tm.gb_is_gib, scheduling_policy=tm.queue_policy.upper())
     log.info("ASTRA-sim design: %s and %s", yml, js)
 
 
