@@ -167,7 +167,7 @@ class _Stream:
         self.left = 1.0  # fraction of the current stage still to run
 
 
-class _Queues:
+class Queues:
     """Per-dimension queue allocation, as ``QueueLevelHandler`` (one per dimension): round
     robin over all queues (``get_next_queue_id``; the second half go anticlockwise), over
     the first half (all-reduce up and last stages) or over the second half (its way down).
@@ -210,7 +210,7 @@ def chunk_split(collective: int, size_bytes: float, chunks: int, total_npus: int
     return -(-size // chunk), chunk
 
 
-def _stages_of(node: StepNode, blocks, tm, cache: dict, total_npus: int):
+def stages_of(node: StepNode, blocks, tm, cache: dict, total_npus: int):
     """(streams, [(dim, bytes_coef, fixed_ns, kind, steps, reduction_ns)]) of a comm node:
     its stream count and one stream's stages (cached per shape)."""
     key = (node.collective, node.size_bytes, node.group)
@@ -283,7 +283,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     ready: list[int] = [i for i in range(n) if waiting_deps[i] == 0]
     heapq.heapify(ready)
     cache: dict = {}
-    alloc = _Queues(num_dims, q)
+    alloc = Queues(num_dims, q)
     queues = [[[] for _ in range(q)] for _ in range(num_dims)]  # waiting lists, running first
     running: dict[tuple[int, int], _Stream] = {}
     streams_left = np.zeros(n, int)
@@ -387,7 +387,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
     def issue_collective(i: int) -> None:
         nonlocal counter, seq
-        k, stages = _stages_of(nodes[i], blocks, tm, cache, int(np.prod(npd)))
+        k, stages = stages_of(nodes[i], blocks, tm, cache, int(np.prod(npd)))
         prio = counter
         counter += 1 if lifo else -1
         streams_left[i] = k

@@ -1,0 +1,521 @@
+"""What `step_trace.simulate_trace` sets up before its event loop, and the trace set of a
+step graph: the network geometry (NPU coordinates, hops and routes: `Geometry`,
+`own_links`), the simulated ranks' state (`Rank`, `Stream`, `P2P`), the checks of a trace
+set against the network (`check_trace`), send / recv matching (`match_messages`), the
+classes of equivalent ranks (`rank_classes`, partition refinement), the stages of each
+collective (`Shapes`, with the pg_name rings' stage times) and `trace_from_nodes`.
+
+Split from `step_trace.py` (which re-exports `trace_from_nodes`); the semantics are those
+of its module docstring.
+
+Units: ns, bytes, GB/s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+from typing import Sequence
+
+import numpy as np
+
+from libra_jax.model import pipelined
+from libra_jax.model.step import Queues, chunk_split, stages_of
+from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, step_overheads
+from libra_jax.types import (Block, Collective, CommGroup, LibraInputError, RankTrace,
+                             StepNode, TraceNode, TraceSet, show)
+
+COMPUTE, COLL, SEND, RECV = (int(TraceNode.COMPUTE), int(TraceNode.COLLECTIVE),
+                             int(TraceNode.SEND), int(TraceNode.RECV))
+#: ASTRA-sim folds workload tags into [0, 5e8) (``Sys::front_end_sim_send``, NATIVE).
+NATIVE_TAGS = 500_000_000
+
+
+# ------------------------------------------------------------------------------ geometry
+
+
+class Geometry:
+    """NPU coordinates (dimension 0 fastest), hops and routes of the analytical backends."""
+
+    def __init__(self, blocks, npd, bw, lat, gib):
+        self.blocks, self.npd, self.bw, self.lat, self.gib = blocks, npd, bw, lat, gib
+        self.strides = [math.prod(npd[:d]) for d in range(len(npd))]
+
+    def coord(self, npu: int, d: int) -> int:
+        return npu // self.strides[d] % self.npd[d]
+
+    def displacement(self, a: int, b: int) -> tuple:
+        return tuple((self.coord(b, d) - self.coord(a, d)) % self.npd[d]
+                     for d in range(len(self.npd)))
+
+    def _bw(self, d: int, what: str) -> float:
+        if not self.bw[d] > 0:
+            raise LibraInputError(
+                f"bandwidth_gbps[{d}] = {show(self.bw[d])}: {what} crosses dimension {d}, "
+                "which needs a bandwidth > 0.")
+        return float(self.bw[d])
+
+    def hop_ns(self, a: int, b: int, gbytes: float, what: str) -> float:
+        """The congestion-unaware time of ``gbytes`` (bytes / GiB-per-GB) from NPU a to b:
+        timed on the first dimension where they differ (``MultiDimTopology::send``)."""
+        for d in range(len(self.npd)):
+            ca, cb = self.coord(a, d), self.coord(b, d)
+            if ca != cb:
+                break
+        else:
+            raise LibraInputError(f"{what}: NPU {a} sends to itself.")
+        if self.blocks[d] == Block.SWITCH:
+            hops = 2
+        elif self.blocks[d] == Block.FULLYCONNECTED:
+            hops = 1
+        else:
+            cw = (cb - ca) % self.npd[d]
+            hops = min(cw, self.npd[d] - cw)
+        return hops * self.lat[d] + gbytes / self._bw(d, what)
+
+    def route(self, a: int, b: int, what: str, local: bool):
+        """The dimension-ordered route from NPU a to b (``MultiDimTopologyLocal::route``):
+        [(link, dim)]. ``local``: links named as one NPU's own (the one-NPU-per-class link
+        model: (dim, "up"/"down") of a Switch, (dim, direction) of a Ring, (dim, 0) of a
+        FullyConnected dimension); else the physical links."""
+        out, cur = [], a
+        for d in range(len(self.npd)):
+            n, cc, tc = self.npd[d], self.coord(cur, d), self.coord(b, d)
+            if cc == tc:
+                continue
+            self._bw(d, what)
+            base = cur - cc * self.strides[d]
+            if self.blocks[d] == Block.SWITCH:
+                out += [((d, "up") if local else ("up", cur, d), d),
+                        ((d, "down") if local else ("down", base + tc * self.strides[d], d),
+                         d)]
+            elif self.blocks[d] == Block.FULLYCONNECTED:
+                out.append(((d, 0) if local else (cur, base + tc * self.strides[d]), d))
+            else:
+                cw = (tc - cc) % n
+                step = -1 if n - cw < cw else 1  # the shorter way, clockwise on ties
+                c = cc
+                while c != tc:
+                    nxt = (c + step) % n
+                    out.append(((d, 0 if n <= 2 else (0 if step == 1 else 1)) if local
+                                else (base + c * self.strides[d], base + nxt * self.strides[d]),
+                                d))
+                    c = nxt
+            cur = base + tc * self.strides[d]
+        return out
+
+
+def own_links(route) -> tuple:
+    """The links of a route (`Geometry.route`, local names) that the one-NPU link model
+    queues on: every hop but the later hops of a Ring route in one direction, which run on
+    other NPUs' links (None: timed, not queued)."""
+    return tuple(link if j == 0 or route[j - 1][0] != link else None
+                 for j, (link, _) in enumerate(route))
+
+
+# ------------------------------------------------------------------------------ the ranks
+
+
+class Stream:
+    __slots__ = ("node", "priority", "stages", "pos", "left", "seq", "rk", "rate", "held",
+                 "step", "steps", "msg_ns", "path", "reductions", "red_step", "hops", "pre",
+                 "post")
+
+    def __init__(self, node, priority, stages, seq, rk, held):
+        self.node, self.priority, self.stages, self.seq, self.rk = (node, priority, stages,
+                                                                    seq, rk)
+        self.pos = 0
+        self.left = 1.0
+        self.held = held  # waiting for the other member classes to issue its collective
+        self.hops = self.pre = None  # a pg ring stage's per-hop (ser, lat) and overheads
+
+
+class P2P:
+    """A send/recv message under the congestion-aware backend: the sender's links."""
+
+    __slots__ = ("rk", "node", "target", "path", "ser", "lat")
+
+    def __init__(self, rk, node, target, path, ser, lat):
+        self.rk, self.node, self.target, self.path, self.ser, self.lat = (rk, node, target,
+                                                                          path, ser, lat)
+
+
+class Rank:
+    """One simulated rank (its class's representative)."""
+
+    def __init__(self, idx: int, rank: int, cls: int, tr: RankTrace, num_dims: int, q: int):
+        self.idx, self.rank, self.cls, self.tr = idx, rank, cls, tr
+        n = tr.num_nodes
+        self.kind = tr.kind.tolist()
+        self.dur = tr.duration_ns.tolist()
+        self.n = n
+        self.start = np.full(n, np.nan)
+        self.end = np.full(n, np.nan)
+        child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(tr.dep_ptr))
+        pairs = np.unique(tr.deps.astype(np.int64) * max(n, 1) + child_of)
+        parent, child = pairs // max(n, 1), pairs % max(n, 1)
+        self.waiting = np.bincount(child, minlength=n).tolist()
+        self.child_ptr = np.searchsorted(parent, np.arange(n + 1)).tolist()
+        self.children = child.tolist()
+        self.ready = [i for i in range(n) if self.waiting[i] == 0]
+        heapq.heapify(self.ready)
+        self.computing = False
+        self.inflight = 0
+        self.counter = 0
+        self.alloc = Queues(num_dims, q)
+        self.queues = [[[] for _ in range(q)] for _ in range(num_dims)]
+        self.running: dict = {}
+        self.streams_left: dict = {}
+        self.busy = np.zeros(num_dims)
+        self.nrun = [0] * num_dims  # running stages per dimension, and since when
+        self.since = [0.0] * num_dims
+        self.t = 0.0  # when the unaware stages' remaining fractions were last brought up
+        self.ver = 0  # version of its entry in the stage-end heap
+        self.issues: dict = {}  # group -> collectives issued on it
+        self.arrived: dict = {}  # RECV node -> arrival time of its message
+        self.posted: set = set()
+        self.link_busy: dict = {}
+        self.link_wait: dict = {}
+        self.done = 0
+
+
+def check_trace(trace: TraceSet, npd, what="trace") -> None:
+    R = math.prod(npd)
+    if not isinstance(trace, TraceSet):
+        raise LibraInputError(f"{what}: expected a TraceSet, got {show(type(trace).__name__)}.")
+    if trace.num_ranks != R:
+        raise LibraInputError(
+            f"{what} {show(trace.prefix)}: {trace.num_ranks} ranks, but the network has "
+            f"{R} NPUs (npus_per_dim = {show(list(npd))}).")
+    D = len(npd)
+    for gi, g in enumerate(trace.groups):
+        if (g.involved is None) == (g.ranks is None):
+            raise LibraInputError(f"{what} group {gi} ({show(g.name)}): give exactly one of "
+                                  "involved and ranks.")
+        if g.involved is not None and len(g.involved) != D:
+            raise LibraInputError(
+                f"{what} group {gi} ({show(g.name)}): involved = {show(g.involved)} has "
+                f"{len(g.involved)} entries, the network {D} dimensions.")
+        if g.ranks is not None and (len(set(g.ranks)) != len(g.ranks)
+                                    or any(not 0 <= r < R for r in g.ranks)):
+            raise LibraInputError(
+                f"{what} group {gi} ({show(g.name)}): ranks = {show(g.ranks)} must be "
+                f"distinct NPUs in [0, {R}).")
+    is_pg = np.asarray([g.ranks is not None for g in trace.groups] + [False], bool)
+    for r, tr in enumerate(trace.ranks):
+        if tr.rank != r:
+            raise LibraInputError(f"{what}: ranks[{r}] holds rank {tr.rank}.")
+        n = tr.num_nodes
+        bad = np.flatnonzero((tr.deps < 0) | (tr.deps >= n))
+        if bad.size:
+            raise LibraInputError(f"{tr.path}: a dependency {int(tr.deps[bad[0]])} is not a "
+                                  f"node of rank {r} ({n} nodes).")
+        coll = np.flatnonzero(tr.kind == COLL)
+        g = tr.group[coll]
+        if coll.size and (g.min() < 0 or g.max() >= len(trace.groups)):
+            i = coll[np.flatnonzero((g < 0) | (g >= len(trace.groups)))[0]]
+            raise LibraInputError(f"{tr.path}: node id {int(tr.node_id[i])}: group "
+                                  f"{int(tr.group[i])} is not one of the "
+                                  f"{len(trace.groups)} groups.")
+        for i in coll[is_pg[tr.group[coll]]].tolist():
+            grp = trace.groups[int(tr.group[i])]
+            if r not in grp.ranks:
+                raise LibraInputError(
+                    f"{tr.path}: node id {int(tr.node_id[i])}: rank {r} is not a member of "
+                    f"its group {show(grp.name)} (ranks {show(grp.ranks)}).")
+        p2p = np.flatnonzero((tr.kind == SEND) | (tr.kind == RECV))
+        peer = tr.peer[p2p]
+        bad = p2p[(peer < 0) | (peer >= R) | (peer == r)]
+        if bad.size:
+            raise LibraInputError(f"{tr.path}: node id {int(tr.node_id[bad[0]])}: peer "
+                                  f"{int(tr.peer[bad[0]])} is not another NPU of the "
+                                  f"{R}.")
+
+
+def match_messages(trace: TraceSet):
+    """{(rank, SEND node): (dst, RECV node)} and the reverse: the k-th send from a to b
+    with (tag, size) meets the k-th recv on b from a with (tag, size), in node order."""
+    sends: dict = {}
+    recvs: dict = {}
+    for r, tr in enumerate(trace.ranks):
+        for i in np.flatnonzero(tr.kind == SEND).tolist():
+            key = (r, int(tr.peer[i]), int(tr.tag[i]) % NATIVE_TAGS, float(tr.size_bytes[i]))
+            sends.setdefault(key, []).append(i)
+        for i in np.flatnonzero(tr.kind == RECV).tolist():
+            key = (int(tr.peer[i]), r, int(tr.tag[i]) % NATIVE_TAGS, float(tr.size_bytes[i]))
+            recvs.setdefault(key, []).append(i)
+    to, frm = {}, {}
+    for key in set(sends) | set(recvs):
+        s, v = sends.get(key, []), recvs.get(key, [])
+        if len(s) != len(v):
+            src, dst, tag, size = key
+            if len(s) > len(v):
+                tr, i, what = trace.ranks[src], s[len(v)], f"a send to NPU {dst}"
+            else:
+                tr, i, what = trace.ranks[dst], v[len(s)], f"a recv from NPU {src}"
+            raise LibraInputError(
+                f"{tr.path}: node id {int(tr.node_id[i])}: {what} (tag {tag}, "
+                f"{show(size)} bytes) has no matching "
+                f"{'recv' if len(s) > len(v) else 'send'} ({len(s)} sends, {len(v)} recvs "
+                "with that source, destination, tag and size).")
+        for a, b in zip(s, v):
+            to[(key[0], a)] = (key[1], b)
+            frm[(key[1], b)] = (key[0], a)
+    return to, frm
+
+
+def _digest(*arrays) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+def rank_classes(trace: TraceSet, geo: Geometry, match_to, match_from, pg_sig) -> np.ndarray:
+    """[R] class id of every rank: ranks with the same graph (up to the renaming of their
+    pg groups and peers), the same pg ring stage times, and whose send/recv peers, matched
+    nodes and group members fall in the same classes (refined to a fixed point)."""
+    keys = []
+    groups = trace.groups
+    used = []  # per rank: group indices its collectives use
+    for r, tr in enumerate(trace.ranks):
+        coll = tr.kind == COLL
+        g = np.where(coll, tr.group, -1).astype(np.int64)
+        is_pg = np.asarray([grp.ranks is not None for grp in groups] + [False], bool)[g]
+        label = np.where(is_pg, 0, -2 - g)
+        if is_pg.any():  # pg groups renamed by first use
+            gp = g[is_pg]
+            u, first, inv = np.unique(gp, return_index=True, return_inverse=True)
+            order = np.argsort(np.argsort(first))
+            label[is_pg] = order[inv]
+            sizes = tuple(len(groups[int(x)].ranks) for x in u[np.argsort(first)])
+        else:
+            sizes = ()
+        p2p = np.flatnonzero((tr.kind == SEND) | (tr.kind == RECV))
+        disp = tuple(geo.displacement(r, int(tr.peer[i])) for i in p2p.tolist())
+        used.append(sorted(set(np.unique(tr.group[coll]).tolist())))
+        keys.append((_digest(tr.kind, tr.duration_ns, tr.collective, tr.size_bytes, label,
+                             tr.dep_ptr, tr.deps), sizes, disp, pg_sig(r, tr)))
+    cls = _relabel(keys)
+    npd = geo.npd
+    while True:
+        grid = cls.reshape(tuple(npd), order="F")
+        member_sig: dict = {}
+        sig = []
+        for r, tr in enumerate(trace.ranks):
+            parts = []
+            for g in used[r]:
+                grp = groups[g]
+                if grp.ranks is not None:
+                    parts.append(tuple(sorted({int(cls[m]) for m in grp.ranks})))
+                    continue
+                idx = tuple(slice(None) if grp.involved[d] else geo.coord(r, d)
+                            for d in range(len(npd)))
+                key = (g, tuple(-1 if isinstance(x, slice) else x for x in idx))
+                if key not in member_sig:
+                    member_sig[key] = tuple(np.unique(grid[idx]).tolist())
+                parts.append(member_sig[key])
+            p2p = np.flatnonzero((tr.kind == SEND) | (tr.kind == RECV)).tolist()
+            peers = tuple((int(cls[m[0]]), m[1]) for m in
+                          ((match_to if tr.kind[i] == SEND else match_from)[(r, i)]
+                           for i in p2p))
+            sig.append((int(cls[r]), tuple(parts), peers))
+        new = _relabel(sig)
+        if new.max() == cls.max():
+            return new
+        cls = new
+
+
+def _relabel(keys) -> np.ndarray:
+    ids: dict = {}
+    return np.asarray([ids.setdefault(k, len(ids)) for k in keys], np.int64)
+
+
+class Shapes:
+    """(streams, stages) of a collective node, cached by (collective, size, group). A stage
+    is (dim, bytes_coef, fixed_ns, queue kind, steps, reduction_ns, NPUs on its ring, pg):
+    ``pg`` None, or {direction: [members] stage time} of a pg_name ring."""
+
+    def __init__(self, trace, geo, blocks, tm, aware):
+        self.trace, self.geo, self.blocks, self.tm, self.aware = trace, geo, blocks, tm, aware
+        self.total = math.prod(geo.npd)
+        self.cache: dict = {}
+        self.step_cache: dict = {}
+        self.ring_cache: dict = {}
+
+    def get(self, collective: int, size: float, g: int):
+        key = (collective, size, g)
+        if key in self.cache:
+            return self.cache[key]
+        grp = self.trace.groups[g]
+        npd = self.geo.npd
+        if grp.involved is not None:
+            group = tuple(npd[d] if grp.involved[d] and npd[d] > 1 else 1
+                          for d in range(len(npd)))
+            involved = tuple(x > 1 for x in group)
+            if not any(involved):
+                out = (0, [])
+            else:
+                node = StepNode(name="", kind="comm", collective=collective, size_bytes=size,
+                                involved=involved, group=group)
+                k, stages = stages_of(node, self.blocks, self.tm, self.step_cache,
+                                       self.total)
+                out = (k, [st + (group[st[0]], None) for st in stages])
+        else:
+            n = len(grp.ranks)
+            if n < 2:
+                out = (0, [])
+            else:
+                k, chunk = chunk_split(collective, size, int(self.tm.chunks), self.total)
+                st = pipelined.chunk_stages(
+                    collective, float(k * chunk), np.asarray([n], np.int32),
+                    np.asarray([Block.RING], np.int32), latency_ns=np.zeros(1), chunks=k,
+                    endpoint_delay_ns=self.tm.endpoint_delay_ns,
+                    local_mem_bw_gbps=self.tm.local_mem_bw_gbps, gb_is_gib=self.tm.gb_is_gib)
+                s = int(np.flatnonzero(st.enabled)[0])
+                kind = "first" if collective == Collective.ALLREDUCE else "any"
+                steps = max(int(round(float(st.steps[s]))), 1)
+                ring = (g, float(st.bytes_coef[s]) / steps, steps, float(st.reduction_ns[s]), k)
+                out = (k, [(0, 0.0, 0.0, kind, float(steps), float(st.reduction_ns[s]), n,
+                            ring)])
+        self.cache[key] = out
+        return out
+
+    def ring_ns(self, ring, dr: int) -> np.ndarray:
+        """[n] each listed member's stage time of a pg ring stage run in direction dr (0:
+        member i sends to i + 1, ASTRA-sim's clockwise; 1: to i - 1): the ring alone, all
+        starting together (`ring_finish_unaware` / `ring_finish_aware`), each member's
+        difference from the members' mean divided by the collective's chunk count."""
+        key = (ring, dr)
+        if key in self.ring_cache:
+            return self.ring_cache[key]
+        g, msg, steps, red, k = ring
+        members = list(self.trace.groups[g].ranks)
+        order = members if dr == 0 else members[::-1]
+        n = len(order)
+        pre, post = step_overheads(steps, red, n, float(self.tm.endpoint_delay_ns))
+        what = f"group {show(self.trace.groups[g].name)}"
+        geo = self.geo
+        if self.aware:
+            routes = [geo.route(order[i], order[(i + 1) % n], what, local=False)
+                      for i in range(n)]
+            ser = [msg / b if b > 0 else np.inf for b in geo.bw]
+            fin = ring_finish_aware(routes, ser, geo.lat, steps, pre, post)
+        else:
+            hops = [geo.hop_ns(order[i], order[(i + 1) % n], msg, what) for i in range(n)]
+            fin = ring_finish_unaware(hops, steps, pre, post)
+        fin = fin if dr == 0 else fin[::-1]
+        # The collective's k chunks run one after another on each member's queue, and a
+        # member's chunk waits for its sender's messages of that chunk: after the first,
+        # the members go at one common pace, the ring's mean; only the first chunk keeps
+        # each member's own time.
+        fin = fin.mean() + (fin - fin.mean()) / k
+        self.ring_cache[key] = fin
+        return fin
+
+    def local_ring(self, ring, dr: int, rank: int):
+        """A pg ring stage on ``rank`` as its own links see it (aware backend): (links of
+        its route to its receiver, [(serialisation, latency)] per hop, pre [steps], post),
+        all scaled so that alone it takes exactly the ring's stage time of that member
+        (`ring_ns`): contention with the rank's other traffic then delays it through
+        the links' FIFOs."""
+        key = (ring, dr, rank)
+        if key in self.ring_cache:
+            return self.ring_cache[key]
+        g, msg, steps, red, _ = ring
+        members = self.trace.groups[g].ranks
+        pos = members.index(rank)
+        n = len(members)
+        dst = members[(pos + 1) % n] if dr == 0 else members[(pos - 1) % n]
+        route = self.geo.route(rank, dst, f"group {show(self.trace.groups[g].name)}",
+                               local=True)
+        pre, post = step_overheads(steps, red, n, float(self.tm.endpoint_delay_ns))
+        hops = [(msg / self.geo.bw[d], self.geo.lat[d]) for _, d in route]
+        alone = sum(pre) + post + steps * sum(a + b for a, b in hops)
+        want = float(self.ring_ns(ring, dr)[pos])
+        if want >= alone:  # waits for slower hops before it: longer gaps, same link use
+            pre = [p + (want - alone) / steps for p in pre]
+        else:  # its own route is the longer: everything shrinks alike
+            ratio = want / alone
+            hops = [(a * ratio, b * ratio) for a, b in hops]
+            pre, post = [p * ratio for p in pre], post * ratio
+        out = (own_links(route), hops, pre, post)
+        self.ring_cache[key] = out
+        return out
+
+    def ring_directions(self, collective: int) -> tuple[int, ...]:
+        q = int(self.tm.queues_per_dim)
+        return (0,) if collective == Collective.ALLREDUCE or q < 2 else (0, 1)
+
+
+# ------------------------------------------------------------------------------ builders
+
+
+def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
+                     prefix: str = "step") -> TraceSet:
+    """The trace set of a `step.step_graph` node list run by every NPU, as
+    `inputs.chakra.write_traces` exports it (times and sizes unrounded): a collective over
+    its involved dimensions, a SENDRECV as a send to the next NPU and a recv from the
+    previous one of the first involved dimension of more than one NPU (tag: the node's
+    index)."""
+    npd = [int(n) for n in npus_per_dim]
+    R = math.prod(npd)
+    strides = [math.prod(npd[:d]) for d in range(len(npd))]
+    groups: dict = {}
+    ids: list = []  # StepNode index -> its trace node indices
+    N = 0
+    for nd in nodes:
+        ids.append((N, N + 1) if nd.kind == "comm" and nd.collective == Collective.SENDRECV
+                   else (N,))
+        N += len(ids[-1])
+    kind = np.zeros(N, np.int8)
+    dur = np.zeros(N)
+    coll = np.zeros(N, np.int8)
+    size = np.zeros(N)
+    group = np.full(N, -1, np.int32)
+    tag = np.full(N, -1, np.int64)
+    names, deps, ptr = [], [], [0]
+    shift = {}
+    for x, nd in enumerate(nodes):
+        dl = sorted({k for dep in nd.deps for k in ids[dep]})
+        for j, i in enumerate(ids[x]):
+            deps += dl
+            ptr.append(len(deps))
+            if nd.kind == "compute":
+                kind[i], dur[i] = COMPUTE, float(nd.duration_ns)
+                names.append(nd.name)
+            elif nd.collective == Collective.SENDRECV:
+                kind[i] = SEND if j == 0 else RECV
+                size[i], tag[i] = float(nd.size_bytes), x
+                shift[i] = next(d for d in range(len(npd)) if nd.involved[d] and npd[d] > 1)
+                names.append(f"{nd.name}.{'send' if j == 0 else 'recv'}")
+            else:
+                kind[i], coll[i], size[i] = COLL, int(nd.collective), float(nd.size_bytes)
+                inv = tuple(bool(v) for v in nd.involved)
+                if any(int(g) != (npd[d] if inv[d] else 1) for d, g in enumerate(nd.group)):
+                    raise LibraInputError(
+                        f"node {x} ({show(nd.name)}): group = {show(tuple(nd.group))} spans "
+                        f"part of a dimension of npus_per_dim = {show(npd)}; a trace gives a "
+                        "collective's group by whole dimensions or as a pg_name ring, which "
+                        "ASTRA-sim runs differently from this hierarchical collective.")
+                group[i] = groups.setdefault(inv, len(groups))
+                names.append(nd.name)
+    ranks = []
+    for r in range(R):
+        peer = np.full(N, -1, np.int32)
+        for i, d in shift.items():
+            c = r // strides[d] % npd[d]
+            step = 1 if kind[i] == SEND else -1
+            peer[i] = r + ((c + step) % npd[d] - c) * strides[d]
+        ranks.append(RankTrace(rank=r, path=f"{prefix}.{r}", node_id=np.arange(N, dtype=np.int64),
+                               name=tuple(names), kind=kind, duration_ns=dur, collective=coll,
+                               size_bytes=size, group=group, peer=peer, tag=tag,
+                               dep_ptr=np.asarray(ptr, np.int64),
+                               deps=np.asarray(deps, np.int32)))
+    return TraceSet(prefix=prefix, ranks=tuple(ranks),
+                    groups=tuple(CommGroup(name=f"dims{''.join(str(int(v)) for v in inv)}",
+                                           involved=inv) for inv in groups),
+                    skipped={})
