@@ -228,7 +228,7 @@ class _Template:
         return peer, tag
 
     def var_notes(self, rank, val, big) -> collections.Counter:
-        """The notes the records' values make on ``rank`` (`chakra_import._read_rank`'s
+        """The notes the records' values make on ``rank`` (`chakra_nodes.read_rank`'s
         keys): a sender / receiver field other than the rank, negative tags, values stored
         in a type other than ASTRA-sim's (int32) and not 0."""
         rec, out = self._records, collections.Counter()
@@ -246,13 +246,13 @@ class _Template:
 
 
 def _whole_notes(names, members) -> collections.Counter:
-    """The notes of collectives whose pg_name is a group of every NPU (`_Groups.pg`)."""
+    """The notes of collectives whose pg_name is a group of every NPU (`Groups.pg`)."""
     return collections.Counter(("whole", n) for n, m in zip(names, members) if m is None)
 
 
 class Replicas:
     """The templates of one `read_chakra` call, and the notes and skip counters it adds to
-    (``notes``: its ``_Notes``; ``skipped``: reason -> count)."""
+    (``notes``: its ``chakra_groups.Notes``; ``skipped``: reason -> count)."""
 
     def __init__(self, num_ranks: int, groups, notes, skipped: collections.Counter):
         self.num_ranks, self.groups, self.notes, self.skipped = \

@@ -1,0 +1,363 @@
+"""One rank's Chakra file read into a `RankTrace` (`read_rank`, used by
+`chakra_import.read_chakra`): the file's framed messages parsed (the 2023 format without a
+``GlobalMetadata`` recognised), the nodes' attributes read whatever their stored type, and
+ASTRA-sim's node rules applied (kinds, skips, sizes, peers, tags, groups); the dependency
+graph is `chakra_graph.rank_graph`'s. The rules are in `chakra_import`'s docstring
+(**Nodes**, **Attributes**).
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import math
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from libra_jax.inputs.chakra_graph import Where, rank_graph
+from libra_jax.inputs.chakra_groups import Groups, Notes
+from libra_jax.inputs.chakra_schema import (
+    METADATA_WIRE_FIELDS,
+    CollectiveCommType,
+    FramingError,
+    GlobalMetadata,
+    Node,
+    NodeList,
+    NodeType,
+    frame_body,
+    frames_as_node_list,
+    split_frames,
+    top_level_fields,
+)
+from libra_jax.inputs.limits import LIMITS
+from libra_jax.types import Collective, LibraInputError, RankTrace, TraceNode, show
+
+
+#: ``comm_type`` -> `Collective` for the collectives ASTRA-sim simulates.
+COLLECTIVE_OF = {
+    CollectiveCommType.ALL_REDUCE: Collective.ALLREDUCE,
+    CollectiveCommType.REDUCE_SCATTER: Collective.REDUCESCATTER,
+    CollectiveCommType.ALL_GATHER: Collective.ALLGATHER,
+    CollectiveCommType.ALL_TO_ALL: Collective.ALLTOALL,
+}
+
+#: Why the other collectives are refused.
+_REFUSED_COLLECTIVE = {
+    CollectiveCommType.BROADCAST:
+        "ASTRA-sim does not simulate a broadcast (it waits the node's recorded "
+        "duration_micros, which says nothing about the network)",
+}
+_NEVER_ISSUED = ("ASTRA-sim issues nothing for this collective type, so the rank never "
+                 "finishes")
+
+#: The attributes read, with the value type ASTRA-sim's feeder reads each as.
+ASTRA_TYPE = {
+    "is_cpu_op": "bool_val", "num_ops": "int64_val", "comm_type": "int64_val",
+    "comm_size": "int64_val", "comm_src": "int32_val", "comm_dst": "int32_val",
+    "comm_tag": "int32_val", "pg_name": "string_val", "involved_dim": "bool_list",
+}
+_INT_FIELDS = frozenset(f"{t}_val" for t in (
+    "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64",
+    "sfixed32", "sfixed64"))
+_FLOAT_FIELDS = frozenset(("double_val", "float_val"))
+
+_MAX_TAG = 2**32 - 1
+#: What ASTRA-sim reads an attribute stored in another type as (the oneof's default).
+_ASTRA_DEFAULT = {"is_cpu_op": "False", "pg_name": "an empty name, i.e. no group"}
+_MAX_DURATION_US = int(LIMITS.max_ns // 1000)
+
+# Node kinds while reading (before the TraceNode codes): kept kinds are TraceNode values.
+_SKIP = -1
+# Node types as plain ints (comparing with an IntEnum member costs an attribute lookup).
+_COMP, _COLL, _SEND = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE), \
+    int(NodeType.COMM_SEND_NODE)
+_INVALID, _METADATA = int(NodeType.INVALID_NODE), int(NodeType.METADATA_NODE)
+_MEM_TYPES = frozenset((int(NodeType.MEM_LOAD_NODE), int(NodeType.MEM_STORE_NODE)))
+_KNOWN_TYPES = frozenset(int(t) for t in NodeType)
+
+
+def _parse_nodes(data: bytes, path: str, notes: Notes):
+    """The ``Node`` messages of one file (a repeated field of a parsed `NodeList`) and the
+    byte offsets of their frames."""
+    try:
+        offsets = split_frames(data)
+    except FramingError as e:
+        raise LibraInputError(
+            f"{path}: corrupt or truncated Chakra trace: message {e.index} at byte {e.pos}: "
+            f"{e.detail}.") from None
+    start, end = frame_body(data, 0)
+    fields = top_level_fields(data[start:end])
+    if fields is None:
+        raise LibraInputError(
+            f"{path}: corrupt Chakra trace (not protobuf): the first message ({end - start} "
+            f"bytes from byte {start}) is not protobuf wire data.")
+    if fields <= METADATA_WIRE_FIELDS or (1, 2) in fields:  # (1, 2): a version string
+        try:
+            GlobalMetadata.FromString(data[start:end])
+        except DecodeError as e:
+            raise LibraInputError(
+                f"{path}: corrupt Chakra trace: the GlobalMetadata (byte 0) does not parse "
+                f"({e}).") from None
+        first = 1
+    else:
+        first = 0
+        notes.add("format2023",
+                  "{n} file(s) of the 2023 format (no GlobalMetadata record; the first "
+                  "message is a node): their first node kept (ASTRA-sim's feeder reads it "
+                  "as the metadata and loses it).")
+    try:
+        return NodeList.FromString(frames_as_node_list(data, offsets[first:])).nodes, \
+            offsets[first:]
+    except DecodeError:
+        pass
+    for k in range(first, len(offsets)):
+        start, end = frame_body(data, offsets[k])
+        try:
+            Node.FromString(data[start:end])
+        except DecodeError as e:
+            raise LibraInputError(
+                f"{path}: corrupt Chakra trace: message {k} (node number {k - first} in file "
+                f"order, byte {offsets[k]}) does not parse as a Node ({e}).") from None
+    raise LibraInputError(f"{path}: corrupt Chakra trace: the nodes do not parse.")
+
+
+# --------------------------------------------------------------------------- values
+def _number(attr, where, notes: Notes, *, lo: int, hi: int, what: str = "",
+            which: str | None = None) -> int:
+    """An integer attribute's value whatever its numeric type, in [lo, hi] (``which``: its
+    value field, if the caller has it)."""
+    name = attr.name
+    if which is None:
+        which = attr.WhichOneof("value")
+    if which == ASTRA_TYPE[name]:  # the usual case first
+        value = getattr(attr, which)
+        if lo <= value <= hi:
+            return value
+    if which in _INT_FIELDS:
+        value = getattr(attr, which)
+    elif which in _FLOAT_FIELDS:
+        x = getattr(attr, which)
+        if not (math.isfinite(x) and float(x).is_integer()):
+            raise LibraInputError(
+                f"{where}: attribute {name} = {show(x)} ({which}): expected an "
+                f"integer{what}.")
+        value = int(x)
+    else:
+        raise LibraInputError(
+            f"{where}: attribute {name} has {'no value' if which is None else which}: "
+            f"expected an integer{what}.")
+    if which != ASTRA_TYPE[name] and (value != 0 or name == "pg_name"):
+        notes.add(("type", name, which),
+                  f"{{n}} {name} attribute(s) stored as {which}: read as stored (ASTRA-sim "
+                  f"reads {ASTRA_TYPE[name]} and would take them as "
+                  f"{_ASTRA_DEFAULT.get(name, '0')}).")
+    if not lo <= value <= hi:
+        raise LibraInputError(
+            f"{where}: attribute {name} = {show(value)}: expected an integer in "
+            f"[{lo}, {hi:g}]{what}.")
+    return int(value)
+
+
+def _bool(attr, which, where, notes: Notes) -> bool:
+    if which == "bool_val":
+        return attr.bool_val
+    value = _number(attr, where, notes, lo=0, hi=1, what=" (or a bool)", which=which)
+    return bool(value)
+
+
+def _pg_name(attr, which, where, notes: Notes) -> str:
+    if which == "string_val":
+        return attr.string_val
+    value = _number(attr, where, notes, lo=-2**63, hi=2**64, which=which)
+    return str(value)
+
+
+def _check_repeated(attr_list, path: str, node) -> None:
+    """Raises if an attribute the reader uses is given twice on the node."""
+    seen = set()
+    for a in attr_list:
+        if a.name in ASTRA_TYPE:
+            if a.name in seen:
+                raise LibraInputError(
+                    f"{Where(path, node)}: attribute {a.name} is given twice.")
+            seen.add(a.name)
+
+
+# --------------------------------------------------------------------------- one rank
+def read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
+              groups: Groups, notes: Notes, skipped: collections.Counter,
+              frames: dict | None = None) -> RankTrace:
+    """One rank's file (its bytes ``data``) as a `RankTrace`: one pass over the nodes applies
+    the node rules (`chakra_import`'s docstring), then `rank_graph` orders them and resolves
+    the dependencies. With ``frames`` (a dict), fills in ``"offsets"``: each node's frame
+    offset in ``data``, file order, ``"ids"``: their ids, and ``"kind"``: their kinds
+    (`TraceNode`, -1 skipped; what `chakra_replica` needs of a template)."""
+    nodes, offsets = _parse_nodes(data, path, notes)
+    n = len(nodes)
+    ids, ndeps, names, skip_reason = [0] * n, [0] * n, [""] * n, {}
+    deps = array.array("Q")  # 8 bytes a dependency, however many there are
+    kind, duration_ns, collective = [_SKIP] * n, [0.0] * n, [0] * n
+    size_bytes, group, peer, tag = [0] * n, [-1] * n, [-1] * n, [-1] * n
+    num_ctrl = 0
+    keep_cpu = cpu_ops == "compute"
+    comp, coll, send = _COMP, _COLL, _SEND
+    known_types, mem_types = _KNOWN_TYPES, _MEM_TYPES
+    for i, node in enumerate(nodes):
+        ids[i] = node.id
+        names[i] = node.name
+        dd = node.data_deps
+        ndeps[i] = len(dd)
+        deps.extend(dd)
+        num_ctrl += len(node.ctrl_deps)
+        attr_list = node.attr
+        attrs = {a.name: a for a in attr_list}
+        if len(attrs) != len(attr_list):
+            _check_repeated(attr_list, path, node)
+        t = node.type
+        if t not in known_types:
+            raise LibraInputError(
+                f"{Where(path, node)}: node type {t} is not a Chakra NodeType (corrupt "
+                f"trace?).")
+        if t in mem_types:
+            raise LibraInputError(
+                f"{Where(path, node)}: {NodeType(t).name} is not supported: ASTRA-sim times "
+                f"it with its remote-memory backend, which libra_jax does not model, and "
+                f"skipping it would drop that time.")
+        a = attrs.get("is_cpu_op")
+        cpu = False
+        if a is not None:
+            which = a.WhichOneof("value")
+            cpu = a.bool_val if which == "bool_val" else _bool(a, which, Where(path, node), notes)
+        if cpu or t == comp:
+            if cpu and not keep_cpu:
+                skip_reason[i] = "cpu_op"
+                continue
+            if cpu and t != comp:
+                notes.add("cpu_comm", "{n} CPU-op node(s) of a type other than COMP_NODE "
+                                      "timed as compute by their duration_micros, as "
+                                      "ASTRA-sim does.")
+            us = node.duration_micros
+            if us > _MAX_DURATION_US:
+                raise LibraInputError(
+                    f"{Where(path, node)}: duration_micros = {us}: expected at most "
+                    f"{_MAX_DURATION_US:g} µs (LIMITS.max_ns).")
+            if us == 0:
+                a = attrs.get("num_ops")
+                ops = 0 if a is None else _number(a, Where(path, node),
+                                                  notes, lo=-2**63, hi=2**64)
+                if a is None:
+                    notes.add("no_num_ops", "{n} compute node(s) with 0 µs and no num_ops: "
+                                            "read as num_ops 0 (ASTRA-sim reads it "
+                                            "uninitialised).")
+                if ops == 0:
+                    skip_reason[i] = "invalid_compute"
+                    continue
+                notes.add("one_ns", "{n} compute node(s) with 0 µs and num_ops > 0 timed at "
+                                    "1 ns, as ASTRA-sim replays them.")
+                duration_ns[i] = 1.0
+            else:
+                duration_ns[i] = us * 1000.0
+            kind[i] = TraceNode.COMPUTE
+            if cpu:
+                notes.add("cpu_kept", "{n} CPU op(s) kept as COMPUTE nodes (cpu_ops="
+                                      "'compute'); ASTRA-sim runs them one at a time on a "
+                                      "CPU slot beside the GPU's compute, which a COMPUTE "
+                                      "node does not express.")
+            continue
+        if t == _INVALID:
+            skip_reason[i] = "invalid_node"
+            continue
+        if t == _METADATA:
+            skip_reason[i] = "metadata_node"
+            continue
+        where = Where(path, node)
+        a = attrs.get("comm_size")
+        if a is None:
+            raise LibraInputError(
+                f"{where}: {NodeType(t).name} without comm_size (ASTRA-sim would run it "
+                f"with an uninitialised size); give its size in bytes.")
+        size_bytes[i] = _number(a, where, notes, lo=0,
+                                hi=int(LIMITS.max_bytes), what=" of bytes")
+        if t == coll:
+            a = attrs.get("comm_type")
+            if a is None:
+                raise LibraInputError(
+                    f"{where}: COMM_COLL_NODE without comm_type (ASTRA-sim would read it "
+                    f"uninitialised).")
+            code = _number(a, where, notes, lo=-2**63, hi=2**64)
+            if code not in COLLECTIVE_OF:
+                label = (CollectiveCommType(code).name
+                         if code in CollectiveCommType._value2member_map_ else str(code))
+                why = _REFUSED_COLLECTIVE.get(code, _NEVER_ISSUED)
+                raise LibraInputError(
+                    f"{where}: comm_type {label} is not supported: {why}.")
+            kind[i] = TraceNode.COLLECTIVE
+            collective[i] = COLLECTIVE_OF[code]
+            a = attrs.get("pg_name")
+            pg = None if a is None else _pg_name(a, a.WhichOneof("value"), where, notes)
+            dims = attrs.get("involved_dim")
+            if pg:
+                if dims is not None:
+                    notes.add("pg_dims", "{n} collective(s) with both pg_name and "
+                                         "involved_dim: involved_dim ignored, as ASTRA-sim "
+                                         "ignores it.")
+                group[i] = groups.pg(pg, rank, where)
+            elif dims is not None:
+                which = dims.WhichOneof("value")
+                if which != "bool_list":
+                    raise LibraInputError(
+                        f"{where}: involved_dim is {which or 'empty'}: expected a bool_list "
+                        f"(ASTRA-sim exits on any other type).")
+                group[i] = groups.involved(tuple(dims.bool_list.values), where)
+            else:
+                group[i] = groups.all_dims(where)
+            continue
+        # send / recv
+        if size_bytes[i] == 0:
+            raise LibraInputError(
+                f"{where}: {NodeType(t).name} of 0 bytes: ASTRA-sim's analytical network "
+                f"aborts on a message of 0 bytes (it asserts chunk_size > 0); give its size.")
+        mine, theirs = ("comm_src", "comm_dst") if t == send else ("comm_dst", "comm_src")
+        a = attrs.get(theirs)
+        if a is None:
+            raise LibraInputError(
+                f"{where}: {NodeType(t).name} without {theirs} (ASTRA-sim would read it "
+                f"uninitialised).")
+        p = _number(a, where, notes, lo=-2**63, hi=2**64)
+        if not 0 <= p < num_ranks or p == rank:
+            raise LibraInputError(
+                f"{where}: {theirs} = {p}: expected another rank in [0, {num_ranks}) "
+                f"(this file is rank {rank}).")
+        a = attrs.get(mine)
+        if a is not None and _number(a, where, notes,
+                                     lo=-2**63, hi=2**64) != rank:
+            notes.add(("own", mine), f"{{n}} {NodeType(t).name}(s) whose {mine} is not "
+                                     f"their own rank: ignored, as ASTRA-sim ignores it.")
+        a = attrs.get("comm_tag")
+        if a is None:
+            raise LibraInputError(
+                f"{where}: {NodeType(t).name} without comm_tag (ASTRA-sim would read it "
+                f"uninitialised).")
+        value = _number(a, where, notes, lo=-2**31, hi=_MAX_TAG)
+        if value < 0:
+            notes.add("neg_tag", "{n} negative comm_tag value(s) read as ASTRA-sim reads "
+                                 "them, as unsigned 32-bit integers (tag + 2**32).")
+            value += 2**32
+        tag[i] = value
+        peer[i] = p
+        kind[i] = TraceNode.SEND if t == send else TraceNode.RECV
+    if num_ctrl:
+        notes.add("ctrl", "{n} ctrl_deps ignored (ASTRA-sim's feeder follows data_deps "
+                          "only).", num_ctrl)
+    for reason in skip_reason.values():
+        skipped[reason] += 1
+    kinds = np.asarray(kind, np.int8)
+    if frames is not None:
+        frames.update(offsets=offsets, ids=ids, kind=kinds)
+    return rank_graph(rank, path, nodes, np.asarray(ids, np.uint64), names, kinds,
+                      np.asarray(duration_ns, np.float64), np.asarray(collective, np.int8),
+                      np.asarray(size_bytes, np.float64), np.asarray(group, np.int32),
+                      np.asarray(peer, np.int32), np.asarray(tag, np.int64),
+                      np.asarray(ndeps, np.int64),
+                      np.frombuffer(deps, np.uint64) if deps else np.zeros(0, np.uint64), notes)
