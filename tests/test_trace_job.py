@@ -318,3 +318,26 @@ def test_every_preset_round_trips_through_chakra_files(preset, tmp_path):
         ref = step.simulate_step(written, network.block_codes, network.npus, bw, tm).time_ns
         sim = step_trace.simulate_trace(trace, network.block_codes, network.npus, bw, tm)
         assert sim.time_ns == pytest.approx(ref, rel=1e-9), (preset, backend)
+
+
+def test_groups_over_part_of_a_dimension_as_pg_name_rings(tmp_path):
+    """A collective over 2 of a Ring(4)'s NPUs (blocks {0,1}, {2,3} on each coordinate of
+    dimension 1) has no involved_dim form: `trace_from_nodes(partial_as_pg=True)` gives one
+    pg_name group per block, written with the JSON and read back equal; simulated as
+    ASTRA-sim runs it, a flat ring of 2: S / bw for the all-reduce (2 (n - 1) / n = 1)."""
+    from libra_jax.types import StepNode
+
+    nodes = [StepNode(name="F", kind="compute", duration_ns=1000.0),
+             StepNode(name="AR", kind="comm", deps=(0,), collective=AR, size_bytes=8e6,
+                      involved=(True, False), group=(2, 1))]
+    with pytest.raises(LibraInputError, match="part of a dimension"):
+        step_trace.trace_from_nodes(nodes, [4, 2])
+    trace = step_trace.trace_from_nodes(nodes, [4, 2], partial_as_pg=True)
+    rings = [g.ranks for g in trace.groups if g.ranks is not None]
+    assert sorted(rings) == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert all(r.rank in trace.groups[int(r.group[1])].ranks for r in trace.ranks)
+    files = write_trace_set(trace, tmp_path, name="wl")
+    back = read_chakra(tmp_path / "wl", files.comm_groups, num_dims=2)
+    for t in (trace, back):
+        got = step_trace.simulate_trace(t, NET.block_codes, NET.npus, [100.0, 100.0], TM)
+        assert got.time_ns == pytest.approx(1000.0 + 8e6 / 100.0, rel=1e-12)

@@ -38,6 +38,7 @@ import collections
 
 import numpy as np
 
+from libra_jax.inputs.chakra_graph import topological_order
 from libra_jax.model import pipelined, step
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.problem import ModelRows
@@ -48,24 +49,6 @@ from libra_jax.types import LibraInputError, TraceNode
 
 #: Ranks of more nodes than this get no compute-unit cuts (`TraceBound._serial_ns`).
 SERIAL_MAX_NODES = 20_000
-
-
-def _topological_order(n: int, children) -> list[int]:
-    """Kahn's order of a rank's acyclic graph (the reader refuses cycles)."""
-    indeg = [0] * n
-    for cs in children:
-        for c in cs:
-            indeg[c] += 1
-    ready = [i for i in range(n) if indeg[i] == 0]
-    order = []
-    while ready:
-        i = ready.pop()
-        order.append(i)
-        for c in children[i]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    return order
 
 
 def coordinates(rank: int, npus_per_dim) -> list[int]:
@@ -308,7 +291,8 @@ class TraceBound:
             for i in range(n):
                 for dep in deps[ptr[i]:ptr[i + 1]]:
                     children[dep].append(i)
-            order = _topological_order(n, children)
+            order = topological_order(n, np.repeat(np.arange(n), np.diff(rt.dep_ptr)),
+                                      rt.deps, rt.path, rt.node_id, rt.name).tolist()
             below = [0] * n  # bit set of each node's compute descendants (strict)
             for i in reversed(order):
                 m = 0

@@ -454,13 +454,28 @@ class Shapes:
 # ------------------------------------------------------------------------------ builders
 
 
-def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
-                     prefix: str = "step") -> TraceSet:
+def _block_members(r: int, group, npd, strides) -> tuple[int, ...]:
+    """The NPUs of rank ``r``'s group when dimension d takes ``group[d]`` NPUs: those that
+    share ``r``'s block of ``group[d]`` consecutive coordinates on every dimension (the
+    whole dimension when it is all of it, ``r``'s own coordinate when 1), ascending."""
+    members = [0]
+    for d, (n, g) in enumerate(zip(npd, group)):
+        g = max(int(g), 1)
+        start = (r // strides[d] % n) // g * g
+        members = [m + c * strides[d] for c in range(start, start + g) for m in members]
+    return tuple(sorted(members))
+
+
+def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *, prefix: str = "step",
+                     partial_as_pg: bool = False) -> TraceSet:
     """The trace set of a `step.step_graph` node list run by every NPU, as
     `inputs.chakra.write_traces` exports it (times and sizes unrounded): a collective over
     its involved dimensions, a SENDRECV as a send to the next NPU and a recv from the
     previous one of the first involved dimension of more than one NPU (tag: the node's
-    index)."""
+    index). A collective over part of a dimension is refused, or with ``partial_as_pg``
+    given as a ``pg_name`` group per block of NPUs (`_block_members`; names "1", "2", ...
+    in order of first use), which ASTRA-sim runs as a flat ring on dimension 0's queue: not
+    the hierarchical collective `step.simulate_step` times."""
     npd = [int(n) for n in npus_per_dim]
     R = math.prod(npd)
     strides = [math.prod(npd[:d]) for d in range(len(npd))]
@@ -479,6 +494,8 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
     tag = np.full(N, -1, np.int64)
     names, deps, ptr = [], [], [0]
     shift = {}
+    partial: dict = {}  # node -> its group's NPUs per dimension (over part of one)
+    rings: dict = {}  # NPUs of a pg_name group -> its index among the rings
     for x, nd in enumerate(nodes):
         dl = sorted({k for dep in nd.deps for k in ids[dep]})
         for j, i in enumerate(ids[x]):
@@ -496,6 +513,10 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
                 kind[i], coll[i], size[i] = COLL, int(nd.collective), float(nd.size_bytes)
                 inv = tuple(bool(v) for v in nd.involved)
                 if any(int(g) != (npd[d] if inv[d] else 1) for d, g in enumerate(nd.group)):
+                    if partial_as_pg:
+                        partial[i] = tuple(int(g) for g in nd.group)
+                        names.append(nd.name)
+                        continue
                     raise LibraInputError(
                         f"node {x} ({show(nd.name)}): group = {show(tuple(nd.group))} spans "
                         f"part of a dimension of npus_per_dim = {show(npd)}; a trace gives a "
@@ -505,6 +526,12 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
                 names.append(nd.name)
     ranks = []
     for r in range(R):
+        own = group
+        if partial:
+            own = group.copy()
+            for i, g in partial.items():
+                members = _block_members(r, g, npd, strides)
+                own[i] = len(groups) + rings.setdefault(members, len(rings))
         peer = np.full(N, -1, np.int32)
         for i, d in shift.items():
             c = r // strides[d] % npd[d]
@@ -512,10 +539,11 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *,
             peer[i] = r + ((c + step) % npd[d] - c) * strides[d]
         ranks.append(RankTrace(rank=r, path=f"{prefix}.{r}", node_id=np.arange(N, dtype=np.int64),
                                name=tuple(names), kind=kind, duration_ns=dur, collective=coll,
-                               size_bytes=size, group=group, peer=peer, tag=tag,
+                               size_bytes=size, group=own, peer=peer, tag=tag,
                                dep_ptr=np.asarray(ptr, np.int64),
                                deps=np.asarray(deps, np.int32)))
     return TraceSet(prefix=prefix, ranks=tuple(ranks),
                     groups=tuple(CommGroup(name=f"dims{''.join(str(int(v)) for v in inv)}",
-                                           involved=inv) for inv in groups),
+                                           involved=inv) for inv in groups)
+                    + tuple(CommGroup(name=str(k + 1), ranks=m) for m, k in rings.items()),
                     skipped={})
