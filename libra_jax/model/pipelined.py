@@ -343,13 +343,17 @@ def chunk_stages(collective, size_bytes, communicator, blocks, *, latency_ns, ch
     """
     check_static(chunks, "pipelined", np.shape(communicator)[-1])
     num_dims = np.shape(communicator)[-1]
+    # numpy, float64: the operations `collective_time_ns` runs, to the same bits, without
+    # JAX's op-by-op dispatch (a fresh process would spend a second compiling them)
     with jax.enable_x64(True):
         _, work, dims, a, l, en, _ = stage_times(
-            collective, jnp.asarray(size_bytes, jnp.float64), communicator, blocks,
-            jnp.ones((num_dims,)), latency_ns, chunks, endpoint_delay_ns,
-            None if local_mem_bw_gbps is None else local_mem_bw_gbps, bool(gb_is_gib))
-        a, l, en = (np.asarray(jax.device_get(x)) for x in (a, l, en))
-        w = jax.device_get(work)
+            np.asarray(collective), np.asarray(size_bytes, np.float64),
+            np.asarray(communicator), np.asarray(blocks), np.ones((num_dims,)),
+            np.asarray(latency_ns, np.float64), chunks, np.asarray(endpoint_delay_ns, np.float64),
+            None if local_mem_bw_gbps is None else np.asarray(local_mem_bw_gbps, np.float64),
+            bool(gb_is_gib), xp=np)
+    a, l, en = (np.asarray(x) for x in (a, l, en))
+    w = work
     down = np.zeros(dims.shape, bool)
     if int(collective) == Collective.ALLREDUCE:
         down[num_dims:] = True

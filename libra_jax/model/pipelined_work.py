@@ -63,15 +63,15 @@ class _Work(NamedTuple):
     down_steps: jax.Array
 
 
-def _as_float(x):
-    x = jnp.asarray(x)
+def _as_float(x, xp=jnp):
+    x = xp.asarray(x)
     if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
+        x = x.astype(xp.result_type(float))
     return x
 
 
 def chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, latency_ns,
-                endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib):
+                endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, xp=jnp):
     """Per-chunk ring work on every dimension (shapes [D]).
 
     Args:
@@ -81,6 +81,8 @@ def chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, latency_ns,
       is_last: [D] bool, the all-reduce's AR dimension (last involved in the order).
       blocks: [D] Block codes. latency_ns: [D] per hop. endpoint_delay_ns: [].
       local_mem_bw_gbps: None or [] (1 GB = 1e9 bytes). gb_is_gib: static bool.
+      xp: the array module (jax.numpy; numpy for host-only callers: the same operations,
+        without JAX's op-by-op dispatch).
     """
     ar = collective == Collective.ALLREDUCE
     rs = collective == Collective.REDUCESCATTER
@@ -88,20 +90,24 @@ def chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, latency_ns,
     a2a = collective == Collective.ALLTOALL
     nm1 = e - 1.0
     # a2a messages never shrink: every NPU's c / n_d is passed on along the ring
-    prefix = jnp.where(a2a, 1.0, prefix)
-    msg = jnp.where(ag, chunk_bytes * prefix, chunk_bytes / (prefix * e))
-    steps = jnp.where(ar, 2.0 * nm1, jnp.where(rs | ag, nm1, jnp.where(a2a, e * nm1 / 2, 0.0)))
+    prefix = xp.where(a2a, 1.0, prefix)
+    msg = xp.where(ag, chunk_bytes * prefix, chunk_bytes / (prefix * e))
+    steps = xp.where(ar, 2.0 * nm1, xp.where(rs | ag, nm1, xp.where(a2a, e * nm1 / 2, 0.0)))
     split = ar & ~is_last  # RS on the way up, AG on the way down
-    up_steps = jnp.where(split, nm1, steps)
-    down_steps = jnp.where(split, nm1, 0.0)
-    reduced = jnp.where(ar | rs, nm1 * msg, 0.0)  # bytes reduced (first n-1 steps)
+    up_steps = xp.where(split, nm1, steps)
+    down_steps = xp.where(split, nm1, 0.0)
+    reduced = xp.where(ar | rs, nm1 * msg, 0.0)  # bytes reduced (first n-1 steps)
     unit = GIB_PER_GB ** -1 if gb_is_gib else 1.0  # bytes/(GiB/s) = bytes/(GB/s) * 1e9/2^30
-    hops = jnp.where(jnp.asarray(blocks) == Block.SWITCH, 2.0, 1.0)
+    hops = xp.where(xp.asarray(blocks) == Block.SWITCH, 2.0, 1.0)
     per_step_ns = hops * latency_ns + endpoint_delay_ns
     if local_mem_bw_gbps is None:
-        red_ns = jnp.zeros_like(reduced)
+        red_ns = xp.zeros_like(reduced)
     else:
-        red_ns = 3.0 * reduced / local_mem_bw_gbps
+        # in JAX on both paths: XLA may divide an array by a scalar as a product with its
+        # reciprocal, which numpy does not, and the two must give the same bits
+        red_ns = 3.0 * jnp.asarray(reduced) / local_mem_bw_gbps
+        if xp is np:
+            red_ns = np.asarray(red_ns)
     return _Work(
         up_bytes=up_steps * msg * unit,
         up_lat_ns=up_steps * per_step_ns,
@@ -114,47 +120,49 @@ def chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, latency_ns,
 
 
 def _prepare(collective, size_bytes, communicator, blocks, latency_ns, chunks,
-             endpoint_delay_ns, local_mem_bw_gbps):
-    collective = jnp.asarray(collective)
-    m = _as_float(size_bytes)
-    g = jnp.asarray(communicator)
-    e = jnp.where(g > 1, g, 1).astype(m.dtype)
-    lat = jnp.broadcast_to(_as_float(latency_ns).astype(m.dtype), e.shape)
-    ep = _as_float(endpoint_delay_ns).astype(m.dtype)
-    lmb = None if local_mem_bw_gbps is None else _as_float(local_mem_bw_gbps).astype(m.dtype)
-    return collective, m / chunks, e, jnp.asarray(blocks), lat, ep, lmb
+             endpoint_delay_ns, local_mem_bw_gbps, xp=jnp):
+    collective = xp.asarray(collective)
+    m = _as_float(size_bytes, xp)
+    g = xp.asarray(communicator)
+    e = xp.where(g > 1, g, 1).astype(m.dtype)
+    lat = xp.broadcast_to(_as_float(latency_ns, xp).astype(m.dtype), e.shape)
+    ep = _as_float(endpoint_delay_ns, xp).astype(m.dtype)
+    lmb = (None if local_mem_bw_gbps is None
+           else _as_float(local_mem_bw_gbps, xp).astype(m.dtype))
+    return collective, m / chunks, e, xp.asarray(blocks), lat, ep, lmb
 
 
-def _default_order_work(collective, chunk_bytes, e, blocks, lat, ep, lmb, gb_is_gib):
+def _default_order_work(collective, chunk_bytes, e, blocks, lat, ep, lmb, gb_is_gib, xp=jnp):
     """Work in the simulator's fixed order (up 0..D-1, all-gather down D-1..0)."""
     num_dims = e.shape[-1]
-    idx = jnp.arange(num_dims)
+    idx = xp.arange(num_dims)
     involved = e > 1
-    last = jnp.max(jnp.where(involved, idx, -1))
+    last = xp.max(xp.where(involved, idx, -1))
     is_last = idx == last
-    up_prefix = jnp.cumprod(jnp.concatenate([jnp.ones_like(e[:1]), e[:-1]]))
-    down_prefix = jnp.flip(jnp.cumprod(jnp.concatenate([jnp.ones_like(e[:1]), jnp.flip(e)[:-1]])))
+    up_prefix = xp.cumprod(xp.concatenate([xp.ones_like(e[:1]), e[:-1]]))
+    down_prefix = xp.flip(xp.cumprod(xp.concatenate([xp.ones_like(e[:1]), xp.flip(e)[:-1]])))
     ag = collective == Collective.ALLGATHER
-    prefix = jnp.where(ag, down_prefix, up_prefix)
-    w = chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, lat, ep, lmb, gb_is_gib)
+    prefix = xp.where(ag, down_prefix, up_prefix)
+    w = chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, lat, ep, lmb, gb_is_gib,
+                   xp)
     # All-gather travels D-1 -> 0: its dimension D-1 sits in the route's up slot D-1 and
     # its dimensions d < D-1 in the down slots.
     top = idx == num_dims - 1
-    zero = jnp.zeros_like(w.up_bytes)
+    zero = xp.zeros_like(w.up_bytes)
 
     def pick(for_ag_up, for_ag_down, up, down):
-        return (jnp.where(ag, for_ag_up, up), jnp.where(ag, for_ag_down, down))
+        return (xp.where(ag, for_ag_up, up), xp.where(ag, for_ag_down, down))
 
-    up_b, down_b = pick(jnp.where(top, w.up_bytes, 0.0), jnp.where(top, 0.0, w.up_bytes),
+    up_b, down_b = pick(xp.where(top, w.up_bytes, 0.0), xp.where(top, 0.0, w.up_bytes),
                         w.up_bytes, w.down_bytes)
-    up_l, down_l = pick(jnp.where(top, w.up_lat_ns, 0.0), jnp.where(top, 0.0, w.up_lat_ns),
+    up_l, down_l = pick(xp.where(top, w.up_lat_ns, 0.0), xp.where(top, 0.0, w.up_lat_ns),
                         w.up_lat_ns, w.down_lat_ns)
-    up_s, down_s = pick(jnp.where(top, w.up_steps, 0.0), jnp.where(top, 0.0, w.up_steps),
+    up_s, down_s = pick(xp.where(top, w.up_steps, 0.0), xp.where(top, 0.0, w.up_steps),
                         w.up_steps, w.down_steps)
-    return _Work(up_b, up_l, jnp.where(ag, zero, w.up_red_ns), down_b, down_l, up_s, down_s)
+    return _Work(up_b, up_l, xp.where(ag, zero, w.up_red_ns), down_b, down_l, up_s, down_s)
 
 
-def _route(work):
+def _route(work, xp=jnp):
     """Stages of one chunk: up 0..D-1 then down D-2..0 (S = 2D-1).
 
     Returns (dims [S] int, a [S] bytes, l [S] ns, enabled [S] bool).
@@ -162,21 +170,21 @@ def _route(work):
     num_dims = work.up_bytes.shape[-1]
     dims = np.concatenate([np.arange(num_dims), np.arange(num_dims - 2, -1, -1)])
     down = slice(num_dims - 2, None, -1) if num_dims > 1 else slice(0, 0)
-    a = jnp.concatenate([work.up_bytes, work.down_bytes[down]])
-    l = jnp.concatenate([work.up_lat_ns + work.up_red_ns, work.down_lat_ns[down]])
-    en = jnp.concatenate([work.up_steps > 0, work.down_steps[down] > 0])
+    a = xp.concatenate([work.up_bytes, work.down_bytes[down]])
+    l = xp.concatenate([work.up_lat_ns + work.up_red_ns, work.down_lat_ns[down]])
+    en = xp.concatenate([work.up_steps > 0, work.down_steps[down] > 0])
     return dims, a, l, en
 
 
 # ------------------------------------------------------------- stage times at a bandwidth
 def stage_times(collective, size_bytes, communicator, blocks, bw_gbps, latency_ns, chunks,
-                 endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib):
+                 endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, xp=jnp):
     col, cb, e, blk, lat, ep, lmb = _prepare(collective, size_bytes, communicator, blocks,
                                              latency_ns, chunks, endpoint_delay_ns,
-                                             local_mem_bw_gbps)
-    work = _default_order_work(col, cb, e, blk, lat, ep, lmb, gb_is_gib)
-    dims, a, l, en = _route(work)
-    bw = jnp.asarray(bw_gbps)
-    safe = jnp.where(bw > 0, bw, 1.0)[dims]
-    tau = jnp.where(en, jnp.where(a > 0, a / safe, 0.0) + l, 0.0)
+                                             local_mem_bw_gbps, xp)
+    work = _default_order_work(col, cb, e, blk, lat, ep, lmb, gb_is_gib, xp)
+    dims, a, l, en = _route(work, xp)
+    bw = xp.asarray(bw_gbps)
+    safe = xp.where(bw > 0, bw, 1.0)[dims]
+    tau = xp.where(en, xp.where(a > 0, a / safe, 0.0) + l, 0.0)
     return (col, cb, e, blk, lat, ep, lmb), work, dims, a, l, en, tau
