@@ -187,10 +187,12 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     now = 0.0
     dirty: list = []
 
+    heappush, heappop = heapq.heappush, heapq.heappop
+
     def push(t: float, kind: str, payload) -> None:
         nonlocal seq
         seq += 1
-        heapq.heappush(net, (t, seq, kind, payload))
+        heappush(net, (t, seq, kind, payload))
 
     def stage_ns(s: Stream) -> float:
         dim, coef, fixed = s.stages[s.pos][:3]
@@ -258,20 +260,30 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         rk.t = now
 
     def next_stage(rk: Rank) -> None:
-        """Files the rank's first unaware stage to end (time, then the older stream)."""
-        rk.ver += 1
-        if not rk.running:
+        """Files the rank's first unaware stage to end (time, then the older stream); an
+        entry equal to the one still filed stays (the heap orders valid entries by (end,
+        stream seq) alone, one per rank)."""
+        running = rk.running
+        if not running:
+            rk.ver += 1
+            rk.cur = None
             return
-        sync(rk)
+        if rk.t != now:
+            sync(rk)
         best = None
-        for key, s in rk.running.items():
+        t0 = rk.t
+        for key, s in running.items():
             if s.held:
                 continue
-            t = rk.t + s.left * s.rate
+            t = t0 + s.left * s.rate
             if best is None or t < best[0] or (t == best[0] and s.seq < best[1]):
                 best = (t, s.seq, key)
+        if best is not None and best == rk.cur:
+            return
+        rk.ver += 1
+        rk.cur = best
         if best is not None:
-            heapq.heappush(stq, (best[0], best[1], rk.ver, rk.idx, best[2]))
+            heappush(stq, (best[0], best[1], rk.ver, rk.idx, best[2]))
 
     def try_start(rk: Rank, dim: int, qi: int) -> None:
         if (dim, qi) in rk.running or not rk.queues[dim][qi]:
@@ -362,10 +374,15 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         if kind == COLL or kind == SEND:
             rk.inflight -= 1
         ptr = rk.child_ptr
-        for c in rk.children[ptr[i]:ptr[i + 1]]:
-            rk.waiting[c] -= 1
-            if rk.waiting[c] == 0:
-                heapq.heappush(rk.ready, c)
+        a, b = ptr[i], ptr[i + 1]
+        if a != b:
+            waiting = rk.waiting
+            ready = rk.ready
+            for c in rk.children[a:b]:
+                w = waiting[c] - 1
+                waiting[c] = w
+                if w == 0:
+                    heappush(ready, c)
         dirty.append(rk)
 
     def send(rk: Rank, i: int) -> None:
@@ -389,12 +406,13 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             to.arrived[j] = now
 
     def issue_ready(rk: Rank) -> None:
-        if not rk.ready:
+        ready = rk.ready
+        if not ready:
             return
         blocked = []
         kinds = rk.kind
-        while rk.ready:
-            i = heapq.heappop(rk.ready)
+        while ready:
+            i = heappop(ready)
             kind = kinds[i]
             if kind == COMPUTE:
                 if rk.computing:
@@ -402,7 +420,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                     continue
                 rk.start[i] = now
                 rk.computing = True
-                heapq.heappush(comp, (now + rk.dur[i], rk.idx, i))
+                heappush(comp, (now + rk.dur[i], rk.idx, i))
             elif kind == RECV:
                 rk.start[i] = now
                 if i in rk.arrived:
@@ -423,7 +441,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 else:
                     send(rk, i)
         for i in blocked:
-            heapq.heappush(rk.ready, i)
+            heappush(ready, i)
 
     def stage_end(rk: Rank, key) -> None:
         s = rk.running[key]
@@ -496,50 +514,83 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         issue_ready(rk)
     dirty.clear()
     refile()
+    inf = np.inf
     while True:
-        t_next, what = np.inf, None
+        t_next, what = inf, 0
         if comp:
-            t_next, what = comp[0][0], "compute"
+            t_next, what = comp[0][0], 1
         if net and net[0][0] < t_next:
-            t_next, what = net[0][0], "net"
+            t_next, what = net[0][0], 2
         while stq and stq[0][2] != ranks[stq[0][3]].ver:
-            heapq.heappop(stq)
+            heappop(stq)
         if stq and stq[0][0] < t_next:
-            t_next, what = stq[0][0], "stage"
-        if what is None:
+            t_next, what = stq[0][0], 3
+        if not what:
             break
         now = t_next
-        if what == "compute":
-            _, j, i = heapq.heappop(comp)
+        if what == 1:  # a compute end: sync, then finish (inlined; rk is not put in dirty,
+            _, j, i = heappop(comp)  # which below skips it)
             rk = ranks[j]
-            sync(rk)
+            if not aware and rk.t != now:
+                dt = now - rk.t
+                for s in rk.running.values():
+                    if not s.held:
+                        s.left = max(0.0, s.left - dt / s.rate) if s.rate > 0 else 0.0
+                rk.t = now
             touched.append(rk)
             rk.computing = False
-            finish(rk, i)
-        elif what == "net":
-            _, _, kind, payload = heapq.heappop(net)
+            rk.end[i] = now
+            rk.done += 1
+            ptr = rk.child_ptr
+            a, b = ptr[i], ptr[i + 1]
+            if a != b:
+                waiting = rk.waiting
+                ready = rk.ready
+                for c in rk.children[a:b]:
+                    w = waiting[c] - 1
+                    waiting[c] = w
+                    if w == 0:
+                        heappush(ready, c)
+        elif what == 2:
+            _, _, kind, payload = heappop(net)
             out = net_event(kind, payload, now)
             if out is None:
                 if dirty:
-                    for rk in list(dict.fromkeys(dirty)):
-                        issue_ready(rk)
+                    if len(dirty) == 1:
+                        issue_ready(dirty[0])
+                    else:
+                        for rk in list(dict.fromkeys(dirty)):
+                            issue_ready(rk)
                     dirty.clear()
                 refile()
                 continue
             rk, key = out
             stage_end(rk, key)
         else:
-            _, _, _, j, key = heapq.heappop(stq)
+            _, _, _, j, key = heappop(stq)
             rk = ranks[j]
+            rk.cur = None
             sync(rk)
             touched.append(rk)
             stage_end(rk, key)
         issue_ready(rk)
-        for other in list(dict.fromkeys(dirty)):
-            if other is not rk:
-                issue_ready(other)
-        dirty.clear()
-        refile()
+        if dirty:
+            if len(dirty) == 1:
+                if dirty[0] is not rk:
+                    issue_ready(dirty[0])
+            else:
+                for other in list(dict.fromkeys(dirty)):
+                    if other is not rk:
+                        issue_ready(other)
+            dirty.clear()
+        if touched:
+            if not aware:
+                if len(touched) == 1:
+                    next_stage(touched[0])
+                else:
+                    for other in dict.fromkeys(touched):
+                        next_stage(other)
+            touched.clear()
 
     for rk in ranks:
         if rk.done < rk.n:

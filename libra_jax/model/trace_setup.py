@@ -13,7 +13,6 @@ Units: ns, bytes, GB/s.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import math
 from typing import Sequence
@@ -172,6 +171,7 @@ class Rank:
         self.since = [0.0] * num_dims
         self.t = 0.0  # when the unaware stages' remaining fractions were last brought up
         self.ver = 0  # version of its entry in the stage-end heap
+        self.cur = None  # (end, stream seq, queue) of that entry while it is filed
         self.issues: dict = {}  # group -> collectives issued on it
         self.arrived: dict = {}  # RECV node -> arrival time of its message
         self.posted: set = set()
@@ -265,13 +265,32 @@ def match_messages(trace: TraceSet):
     return to, frm
 
 
-def _digest(*arrays) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode() + str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.digest()
+class _Arrays:
+    """Node arrays as a dict key: equal when every array has the same dtype, shape and
+    bytes (compared in full); hashed on a sample of each (cheap; a collision only costs a
+    full comparison)."""
+
+    __slots__ = ("arrays", "_hash")
+
+    def __init__(self, *arrays):
+        self.arrays = [np.ascontiguousarray(a) for a in arrays]
+        fp = []
+        for a in self.arrays:
+            flat = a.reshape(-1)
+            step = max(1, flat.size // 64)
+            fp.append((str(a.dtype), a.shape, flat[:16].tobytes(), flat[-16:].tobytes(),
+                       flat[::step].tobytes()))
+        self._hash = hash(tuple(fp))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is _Arrays and self._hash == other._hash
+                and len(self.arrays) == len(other.arrays)
+                and all(a.dtype == b.dtype and a.shape == b.shape
+                        and a.tobytes() == b.tobytes()
+                        for a, b in zip(self.arrays, other.arrays)))
 
 
 def rank_classes(trace: TraceSet, geo: Geometry, match_to, match_from, pg_sig) -> np.ndarray:
@@ -297,8 +316,8 @@ def rank_classes(trace: TraceSet, geo: Geometry, match_to, match_from, pg_sig) -
         p2p = np.flatnonzero((tr.kind == SEND) | (tr.kind == RECV))
         disp = tuple(geo.displacement(r, int(tr.peer[i])) for i in p2p.tolist())
         used.append(sorted(set(np.unique(tr.group[coll]).tolist())))
-        keys.append((_digest(tr.kind, tr.duration_ns, tr.collective, tr.size_bytes, label,
-                             tr.dep_ptr, tr.deps), sizes, disp, pg_sig(r, tr)))
+        keys.append((_Arrays(tr.kind, tr.duration_ns, tr.collective, tr.size_bytes, label,
+                              tr.dep_ptr, tr.deps), sizes, disp, pg_sig(r, tr)))
     cls = _relabel(keys)
     npd = geo.npd
     while True:
