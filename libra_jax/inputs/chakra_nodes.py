@@ -13,12 +13,15 @@ import collections
 import math
 
 import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from libra_jax.inputs.chakra_graph import Where, rank_graph
 from libra_jax.inputs.chakra_groups import Groups, Notes
 from libra_jax.inputs.chakra_schema import (
+    FILE_DESCRIPTOR,
     METADATA_WIRE_FIELDS,
+    AttributeProto,
     CollectiveCommType,
     FramingError,
     GlobalMetadata,
@@ -77,9 +80,71 @@ _MEM_TYPES = frozenset((int(NodeType.MEM_LOAD_NODE), int(NodeType.MEM_STORE_NODE
 _KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 
 
+def _reading_classes() -> tuple[type, type]:
+    """Two views of a file's nodes for reading (their own file in a private pool, with
+    et_def.proto's ``NodeType``): ``NodeView`` has ``Node``'s fields that the reader uses,
+    declared as in ``Node`` (so they parse to the same values), but ``attr`` as raw bytes:
+    a node's attributes come as its entries' serialised ``AttributeProto`` bytes, decoded
+    once per distinct entry (`_attr_plan`); ``NodeViewList`` is ``NodeList`` of them. The
+    other fields are unknown to it and skipped (the file is checked by the full ``NodeList``
+    parse first)."""
+    pool = descriptor_pool.DescriptorPool()
+    et_def = descriptor_pb2.FileDescriptorProto()
+    FILE_DESCRIPTOR.CopyToProto(et_def)
+    pool.Add(et_def)
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="libra_jax_chakra_node_view.proto", package="LibraJaxChakraNodeView",
+        syntax="proto3", dependency=["et_def.proto"])
+    fdp_field = descriptor_pb2.FieldDescriptorProto
+    view = fdp.message_type.add(name="NodeView")
+    for name, number, kind, label, type_name in (
+            ("id", 1, "UINT64", "OPTIONAL", ""),
+            ("name", 2, "STRING", "OPTIONAL", ""),
+            ("type", 3, "ENUM", "OPTIONAL", ".ChakraProtoMsg.NodeType"),
+            ("data_deps", 5, "UINT64", "REPEATED", ""),
+            ("duration_micros", 7, "UINT64", "OPTIONAL", ""),
+            ("attr", 10, "BYTES", "REPEATED", "")):
+        field = view.field.add(name=name, number=number,
+                               type=getattr(fdp_field, "TYPE_" + kind),
+                               label=getattr(fdp_field, "LABEL_" + label))
+        if type_name:
+            field.type_name = type_name
+    fdp.message_type.add(name="NodeViewList").field.add(
+        name="nodes", number=1, type=fdp_field.TYPE_MESSAGE, label=fdp_field.LABEL_REPEATED,
+        type_name=".LibraJaxChakraNodeView.NodeView")
+    # All nodes' bodies one after the other parse as one message that merges them: its
+    # repeated fields are every node's entries in file order.
+    deps = fdp.message_type.add(name="AllDeps")
+    for name, number in (("ctrl_deps", 4), ("data_deps", 5)):
+        deps.field.add(name=name, number=number, type=fdp_field.TYPE_UINT64,
+                       label=fdp_field.LABEL_REPEATED)
+    pool.Add(fdp)
+    get = getattr(message_factory, "GetMessageClass", None)
+    if get is None:  # pragma: no cover -- older protobuf (3.20 has no GetMessageClass)
+        get = message_factory.MessageFactory(pool).GetPrototype
+    return (get(pool.FindMessageTypeByName("LibraJaxChakraNodeView.NodeViewList")),
+            get(pool.FindMessageTypeByName("LibraJaxChakraNodeView.AllDeps")))
+
+
+_NodeViewList, _AllDeps = _reading_classes()
+
+
+def _bodies(data: bytes, offsets: list[int]) -> bytes:
+    """The framed messages at ``offsets`` (from `split_frames`, consecutive, the last one
+    ending with the data) without their length varints: their bodies back to back."""
+    buf = np.frombuffer(data, np.uint8)
+    keep = np.ones(buf.size, bool)
+    keep[:offsets[0]] = False
+    pos = np.asarray(offsets, np.int64)
+    while pos.size:  # each length varint's bytes (split_frames checked them complete)
+        keep[pos] = False
+        pos = pos[buf[pos] >= 0x80] + 1
+    return buf[keep].tobytes()
+
+
 def _parse_nodes(data: bytes, path: str, notes: Notes):
-    """The ``Node`` messages of one file (a repeated field of a parsed `NodeList`) and the
-    byte offsets of their frames."""
+    """The nodes of one file (a repeated field of a parsed ``NodeViewList``: the fields
+    the reader uses, `_reading_classes`) and the byte offsets of their frames."""
     try:
         offsets = split_frames(data)
     except FramingError as e:
@@ -106,11 +171,13 @@ def _parse_nodes(data: bytes, path: str, notes: Notes):
                   "{n} file(s) of the 2023 format (no GlobalMetadata record; the first "
                   "message is a node): their first node kept (ASTRA-sim's feeder reads it "
                   "as the metadata and loses it).")
+    body = frames_as_node_list(data, offsets[first:])
     try:
-        return NodeList.FromString(frames_as_node_list(data, offsets[first:])).nodes, \
-            offsets[first:]
+        NodeList.FromString(body)  # the whole file checked: the view skips some fields
     except DecodeError:
         pass
+    else:
+        return _NodeViewList.FromString(body).nodes, offsets[first:]
     for k in range(first, len(offsets)):
         start, end = frame_body(data, offsets[k])
         try:
@@ -173,6 +240,18 @@ def _pg_name(attr, which, where, notes: Notes) -> str:
     return str(value)
 
 
+def _attr_plan(entries: tuple) -> tuple:
+    """A node's attributes from their serialised entries (``NodeView.attr``): ``(attrs,
+    cpu, repeated)``: ``{name: AttributeProto}`` (the last entry of a name), ``is_cpu_op``
+    (False when absent; None when not a bool_val: `_bool` reads it), and the entries
+    (None when no name is given twice; else `_check_repeated` checks them)."""
+    msgs = [AttributeProto.FromString(b) for b in entries]
+    attrs = {a.name: a for a in msgs}
+    a = attrs.get("is_cpu_op")
+    cpu = False if a is None else a.bool_val if a.WhichOneof("value") == "bool_val" else None
+    return attrs, cpu, msgs if len(attrs) != len(msgs) else None
+
+
 def _check_repeated(attr_list, path: str, node) -> None:
     """Raises if an attribute the reader uses is given twice on the node."""
     seen = set()
@@ -196,24 +275,27 @@ def read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
     nodes, offsets = _parse_nodes(data, path, notes)
     n = len(nodes)
     ids, ndeps, names, skip_reason = [0] * n, [0] * n, [""] * n, {}
-    deps = array.array("Q")  # 8 bytes a dependency, however many there are
+    # Every node's data_deps in file order and the count of ctrl_deps: one parse.
+    every = _AllDeps.FromString(_bodies(data, offsets)) if n else _AllDeps()
+    deps = array.array("Q", every.data_deps)  # 8 bytes a dependency
+    num_ctrl = len(every.ctrl_deps)
     kind, duration_ns, collective = [_SKIP] * n, [0.0] * n, [0] * n
     size_bytes, group, peer, tag = [0] * n, [-1] * n, [-1] * n, [-1] * n
-    num_ctrl = 0
     keep_cpu = cpu_ops == "compute"
     comp, coll, send = _COMP, _COLL, _SEND
     known_types, mem_types = _KNOWN_TYPES, _MEM_TYPES
+    plans: dict[tuple, tuple] = {}  # a node's attribute entries -> `_attr_plan`
     for i, node in enumerate(nodes):
         ids[i] = node.id
         names[i] = node.name
-        dd = node.data_deps
-        ndeps[i] = len(dd)
-        deps.extend(dd)
-        num_ctrl += len(node.ctrl_deps)
-        attr_list = node.attr
-        attrs = {a.name: a for a in attr_list}
-        if len(attrs) != len(attr_list):
-            _check_repeated(attr_list, path, node)
+        ndeps[i] = len(node.data_deps)
+        entries = tuple(node.attr)
+        plan = plans.get(entries)
+        if plan is None:
+            plan = plans[entries] = _attr_plan(entries)
+        attrs, cpu, repeated = plan
+        if repeated is not None:
+            _check_repeated(repeated, path, node)
         t = node.type
         if t not in known_types:
             raise LibraInputError(
@@ -224,11 +306,9 @@ def read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
                 f"{Where(path, node)}: {NodeType(t).name} is not supported: ASTRA-sim times "
                 f"it with its remote-memory backend, which libra_jax does not model, and "
                 f"skipping it would drop that time.")
-        a = attrs.get("is_cpu_op")
-        cpu = False
-        if a is not None:
-            which = a.WhichOneof("value")
-            cpu = a.bool_val if which == "bool_val" else _bool(a, which, Where(path, node), notes)
+        if cpu is None:
+            a = attrs["is_cpu_op"]
+            cpu = _bool(a, a.WhichOneof("value"), Where(path, node), notes)
         if cpu or t == comp:
             if cpu and not keep_cpu:
                 skip_reason[i] = "cpu_op"
