@@ -56,7 +56,8 @@ from libra_jax.model import pipelined
 from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware
 from libra_jax.model.trace_setup import (COLL, COMPUTE, P2P, RECV, SEND, Geometry, Rank,
                                          Shapes, Stream, check_trace, match_messages,
-                                         own_links, rank_classes, trace_from_nodes)
+                                         own_links, rank_classes, trace_from_nodes,
+                                         unique_ints)
 from libra_jax.types import Block, LibraInputError, RankTrace, TraceNode, TraceSet, show
 
 __all__ = ["TraceTiming", "ring_finish_aware", "ring_finish_unaware", "simulate_trace",
@@ -161,14 +162,14 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     for rk in ranks:
         tr = rk.tr
         rk.members = {}
-        for g in np.unique(tr.group[tr.kind == COLL]).tolist():
+        for g in unique_ints(tr.group[tr.kind == COLL]).tolist():
             grp = trace.groups[g]
             if grp.ranks is not None:
                 m = {int(cls[x]) for x in grp.ranks}
             else:
                 idx = tuple(slice(None) if grp.involved[d] else geo.coord(rk.rank, d)
                             for d in range(num_dims))
-                m = set(np.unique(grid[idx]).tolist())
+                m = set(unique_ints(grid[idx]).tolist())
             m.discard(rk.cls)
             rk.members[g] = m
         # send targets: (receiving representative, its RECV node)
@@ -260,30 +261,24 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         rk.t = now
 
     def next_stage(rk: Rank) -> None:
-        """Files the rank's first unaware stage to end (time, then the older stream); an
-        entry equal to the one still filed stays (the heap orders valid entries by (end,
-        stream seq) alone, one per rank)."""
-        running = rk.running
-        if not running:
-            rk.ver += 1
-            rk.cur = None
-            return
-        if rk.t != now:
-            sync(rk)
+        """Files the rank's first unaware stage to end (time, then the older stream) unless
+        the entry filed is the same (valid entries: one per rank, ordered by (end, seq))."""
         best = None
-        t0 = rk.t
-        for key, s in running.items():
-            if s.held:
-                continue
-            t = t0 + s.left * s.rate
-            if best is None or t < best[0] or (t == best[0] and s.seq < best[1]):
-                best = (t, s.seq, key)
-        if best is not None and best == rk.cur:
-            return
-        rk.ver += 1
-        rk.cur = best
-        if best is not None:
-            heappush(stq, (best[0], best[1], rk.ver, rk.idx, best[2]))
+        if rk.running:
+            if rk.t != now:
+                sync(rk)
+            t0 = rk.t
+            for key, s in rk.running.items():
+                if s.held:
+                    continue
+                t = t0 + s.left * s.rate
+                if best is None or t < best[0] or (t == best[0] and s.seq < best[1]):
+                    best = (t, s.seq, key)
+        if best is None or best != rk.cur:
+            rk.ver += 1
+            rk.cur = best
+            if best is not None:
+                heappush(stq, (best[0], best[1], rk.ver, rk.idx, best[2]))
 
     def try_start(rk: Rank, dim: int, qi: int) -> None:
         if (dim, qi) in rk.running or not rk.queues[dim][qi]:
@@ -504,6 +499,17 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                     next_stage(other)
         touched.clear()
 
+    def issue_dirty(skip) -> None:
+        """Issues the ready nodes of the ranks in dirty (first touched first) but skip."""
+        if len(dirty) == 1:
+            if dirty[0] is not skip:
+                issue_ready(dirty[0])
+        else:
+            for other in list(dict.fromkeys(dirty)):
+                if other is not skip:
+                    issue_ready(other)
+        dirty.clear()
+
     # The loop takes the next event: a compute end (lowest rank first), else a network
     # event, else the unaware stage to end first (then the older stream), as
     # simulate_step; a rank's stages count their remaining fraction down at each of its
@@ -531,37 +537,28 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         if what == 1:  # a compute end: sync, then finish (inlined; rk is not put in dirty,
             _, j, i = heappop(comp)  # which below skips it)
             rk = ranks[j]
-            if not aware and rk.t != now:
-                dt = now - rk.t
-                for s in rk.running.values():
-                    if not s.held:
-                        s.left = max(0.0, s.left - dt / s.rate) if s.rate > 0 else 0.0
-                rk.t = now
-            touched.append(rk)
+            if rk.running:  # else nothing to bring up or refile (no stage entry is filed)
+                if not aware and rk.t != now:
+                    dt = now - rk.t
+                    for s in rk.running.values():
+                        if not s.held:
+                            s.left = max(0.0, s.left - dt / s.rate) if s.rate > 0 else 0.0
+                    rk.t = now
+                touched.append(rk)
             rk.computing = False
             rk.end[i] = now
             rk.done += 1
-            ptr = rk.child_ptr
-            a, b = ptr[i], ptr[i + 1]
-            if a != b:
-                waiting = rk.waiting
-                ready = rk.ready
-                for c in rk.children[a:b]:
-                    w = waiting[c] - 1
-                    waiting[c] = w
-                    if w == 0:
-                        heappush(ready, c)
+            ptr, waiting = rk.child_ptr, rk.waiting
+            for c in rk.children[ptr[i]:ptr[i + 1]]:
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    heappush(rk.ready, c)
         elif what == 2:
             _, _, kind, payload = heappop(net)
             out = net_event(kind, payload, now)
             if out is None:
                 if dirty:
-                    if len(dirty) == 1:
-                        issue_ready(dirty[0])
-                    else:
-                        for rk in list(dict.fromkeys(dirty)):
-                            issue_ready(rk)
-                    dirty.clear()
+                    issue_dirty(None)
                 refile()
                 continue
             rk, key = out
@@ -575,22 +572,9 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             stage_end(rk, key)
         issue_ready(rk)
         if dirty:
-            if len(dirty) == 1:
-                if dirty[0] is not rk:
-                    issue_ready(dirty[0])
-            else:
-                for other in list(dict.fromkeys(dirty)):
-                    if other is not rk:
-                        issue_ready(other)
-            dirty.clear()
+            issue_dirty(rk)
         if touched:
-            if not aware:
-                if len(touched) == 1:
-                    next_stage(touched[0])
-                else:
-                    for other in dict.fromkeys(touched):
-                        next_stage(other)
-            touched.clear()
+            refile()
 
     for rk in ranks:
         if rk.done < rk.n:
