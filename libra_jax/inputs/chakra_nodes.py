@@ -5,13 +5,13 @@ ASTRA-sim's node rules applied (kinds, skips, sizes, peers, tags, groups); the d
 graph is `chakra_graph.rank_graph`'s. The rules are in `chakra_import`'s docstring
 (**Nodes**, **Attributes**).
 
-Speed: the file is parsed by protobuf once as a whole (`NodeList`, its check), once as
-views of the nodes' fields the reader uses (attributes left as bytes) and once as all node
-bodies merged (every ``data_deps``, ``ctrl_deps`` and ``attr`` entry in file order); the
-Python pass per node reads five fields and looks its attribute entries up in a dict of
-those already decoded. On the benchmark's stage files (1e5 nodes, 95% compute) that is
-2.6-2.7 CPU µs a node for the whole of `read_rank` (3.5-3.7 µs reading ``Node``
-messages).
+Speed: protobuf parses the file as a whole (`NodeList`: its check) and all node bodies
+merged (every ``data_deps``, ``ctrl_deps`` and ``attr`` entry in file order); numpy reads
+every node's other fields off the wire at once (`_scan`) and settles the usual compute
+nodes (`_usual_compute`); the Python pass reads the others, each distinct list of
+attribute entries decoded once. A file `_scan` does not take is read node by node through
+views of its nodes (`_reading_classes`). On the benchmark's stage files (1e5 nodes, 95%
+compute): 2.2-2.4 CPU µs a node for all of `read_rank` (3.5-3.7 µs before).
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ _MAX_TAG = 2**32 - 1
 #: What ASTRA-sim reads an attribute stored in another type as (the oneof's default).
 _ASTRA_DEFAULT = {"is_cpu_op": "False", "pg_name": "an empty name, i.e. no group"}
 _MAX_DURATION_US = int(LIMITS.max_ns // 1000)
+_ASTRA_INDEX = {name: k for k, name in enumerate(ASTRA_TYPE)}
 
 # Node kinds while reading (before the TraceNode codes): kept kinds are TraceNode values.
 _SKIP = -1
@@ -89,13 +90,12 @@ _KNOWN_TYPES = frozenset(int(t) for t in NodeType)
 
 
 def _reading_classes() -> tuple[type, type]:
-    """Two views of a file's nodes for reading (their own file in a private pool, with
-    et_def.proto's ``NodeType``): ``NodeView`` has ``Node``'s fields that the reader uses,
-    declared as in ``Node`` (so they parse to the same values), but ``attr`` as raw bytes:
-    a node's attributes come as its entries' serialised ``AttributeProto`` bytes, decoded
-    once per distinct entry (`_attr_plan`); ``NodeViewList`` is ``NodeList`` of them. The
-    other fields are unknown to it and skipped (the file is checked by the full ``NodeList``
-    parse first)."""
+    """Views of a file's nodes (a private pool, with et_def.proto's ``NodeType``):
+    ``NodeView`` has the ``Node`` fields the reader uses, declared as in ``Node`` (same
+    values), but ``attr`` as each entry's serialised bytes; ``NodeViewList`` is `NodeList`
+    of them; ``AllNodes``: all node bodies back to back parse as one message merging them:
+    its repeated fields hold every node's entries in file order. Fields they lack are
+    skipped (the full `NodeList` parse checks them)."""
     pool = descriptor_pool.DescriptorPool()
     et_def = descriptor_pb2.FileDescriptorProto()
     FILE_DESCRIPTOR.CopyToProto(et_def)
@@ -112,16 +112,12 @@ def _reading_classes() -> tuple[type, type]:
             ("data_deps", 5, "UINT64", "REPEATED", ""),
             ("duration_micros", 7, "UINT64", "OPTIONAL", ""),
             ("attr", 10, "BYTES", "REPEATED", "")):
-        field = view.field.add(name=name, number=number,
-                               type=getattr(fdp_field, "TYPE_" + kind),
-                               label=getattr(fdp_field, "LABEL_" + label))
-        if type_name:
-            field.type_name = type_name
+        view.field.add(name=name, number=number, type=getattr(fdp_field, "TYPE_" + kind),
+                       label=getattr(fdp_field, "LABEL_" + label),
+                       **({"type_name": type_name} if type_name else {}))
     fdp.message_type.add(name="NodeViewList").field.add(
         name="nodes", number=1, type=fdp_field.TYPE_MESSAGE, label=fdp_field.LABEL_REPEATED,
         type_name=".LibraJaxChakraNodeView.NodeView")
-    # All nodes' bodies one after the other parse as one message that merges them: its
-    # repeated fields are every node's entries in file order.
     merged = fdp.message_type.add(name="AllNodes")
     for name, number, kind in (("ctrl_deps", 4, "UINT64"), ("data_deps", 5, "UINT64"),
                                ("attr", 10, "BYTES")):
@@ -138,6 +134,105 @@ def _reading_classes() -> tuple[type, type]:
 _NodeViewList, _AllNodes = _reading_classes()
 
 
+def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varints at ``buf[pos]`` (complete: the data parsed) as uint64 (bits beyond 64
+    dropped, as protobuf does) and the positions after them."""
+    b = buf[pos]
+    more = b >= 0x80
+    if not more.any():  # one byte each: the usual case
+        return b.astype(np.uint64), pos + 1
+    value = np.zeros(pos.size, np.uint64)
+    pos = pos.copy()
+    idx = np.arange(pos.size)
+    shift = 0
+    while idx.size:
+        b = buf[pos[idx]]
+        value[idx] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
+        pos[idx] += 1
+        idx = idx[b >= 0x80]
+        shift += 7
+    return value, pos
+
+
+def _span_bytes(buf: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """The bytes of the spans ``[start, end)`` back to back, and each span's end in them."""
+    lens = end - start
+    ends = np.cumsum(lens)
+    pos = np.repeat(start - (ends - lens), lens) + np.arange(int(ends[-1]) if ends.size else 0)
+    return buf[pos], ends
+
+
+def _scan(data: bytes, offsets: list[int]) -> dict | None:
+    """Every node's fields read off the wire at once (numpy, a step a field; the data
+    parsed by `NodeList`, so well formed): per node ``id``, ``type``, ``duration``,
+    ``name``, ``ndeps`` and ``nattr`` (its data_deps and attr entries). None for a node
+    with a field of another wire type, a group, id / name / type / duration_micros given
+    twice or a type outside [0, 2**31): then the nodes are read one by one."""
+    buf = np.frombuffer(data, np.uint8)
+    n = len(offsets)
+    frame = np.asarray(offsets, np.int64)
+    end = np.append(frame[1:], buf.size)
+    _, start = _varints(buf, frame)  # after each frame's length
+    cols = []
+    cur, idx = start, np.flatnonzero(start < end)
+    while idx.size:
+        key, p = _varints(buf, cur[idx])
+        field = (key >> np.uint64(3)).astype(np.int64)
+        wire = (key & np.uint64(7)).astype(np.int64)
+        value, s, e = np.zeros(idx.size, np.uint64), p.copy(), p.copy()
+        e += np.where(wire == 1, 8, np.where(wire == 5, 4, 0))
+        m = wire == 0
+        value[m], e[m] = _varints(buf, p[m])
+        m = wire == 2
+        value[m], s[m] = _varints(buf, p[m])
+        e[m] = s[m] + value[m].astype(np.int64)
+        if np.any((wire == 3) | (wire == 4) | (wire > 5)):
+            return None
+        cols.append((idx, field, wire, value, s, e))
+        cur = cur.copy()
+        cur[idx] = e
+        idx = idx[e < end[idx]]
+    node, field, wire, value, s, e = (np.concatenate(c) for c in zip(*cols)) if cols else \
+        (np.zeros(0, np.int64),) * 6
+    # Wire types allowed for fields 1..10 (bit w: wire type w); unknown fields any.
+    allowed = np.array([0, 1, 4, 1, 5, 5, 1, 1, 4, 4, 4], np.int64)
+    if np.any(((allowed[np.where(field <= 10, field, 0)] >> wire) & 1 == 0) & (field <= 10)
+              & (field >= 1)):
+        return None
+    out = {}
+    for f, name, dtype in ((1, "id", np.uint64), (3, "type", np.uint64), (7, "duration",
+                                                                         np.uint64)):
+        m = field == f
+        if np.bincount(node[m], minlength=n).max(initial=0) > 1:
+            return None
+        out[name] = np.zeros(n, dtype)
+        out[name][node[m]] = value[m]
+    if np.any(out["type"] >= 2**31):
+        return None
+    out["type"] = out["type"].astype(np.int64)
+    m = field == 2
+    if np.bincount(node[m], minlength=n).max(initial=0) > 1:
+        return None
+    name_s, name_e = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    name_s[node[m]], name_e[node[m]] = s[m], e[m]
+    text, _ = _span_bytes(buf, s[m], e[m])
+    if text.size and text.max() >= 0x80:
+        out["name"] = [data[a:b].decode() for a, b in zip(name_s.tolist(), name_e.tolist())]
+    else:
+        whole = data.decode("latin-1")  # ASCII names: the same characters
+        out["name"] = [whole[a:b] for a, b in zip(name_s.tolist(), name_e.tolist())]
+    ndeps = np.zeros(n, np.int64)
+    m = (field == 5) & (wire == 0)
+    np.add.at(ndeps, node[m], 1)
+    m = (field == 5) & (wire == 2)
+    packed, ends = _span_bytes(buf, s[m], e[m])
+    done = np.concatenate(([0], np.cumsum(packed < 0x80)))
+    np.add.at(ndeps, node[m], done[ends] - done[ends - (e[m] - s[m])])
+    out["ndeps"] = ndeps
+    out["nattr"] = np.bincount(node[field == 10], minlength=n)
+    return out
+
+
 def _bodies(data: bytes, offsets: list[int]) -> bytes:
     """The framed messages at ``offsets`` (from `split_frames`, consecutive, the last one
     ending with the data) without their length varints: their bodies back to back."""
@@ -152,8 +247,8 @@ def _bodies(data: bytes, offsets: list[int]) -> bytes:
 
 
 def _parse_nodes(data: bytes, path: str, notes: Notes):
-    """The nodes of one file (a repeated field of a parsed ``NodeViewList``: the fields
-    the reader uses, `_reading_classes`) and the byte offsets of their frames."""
+    """The ``Node`` messages of one file (a repeated field of a parsed `NodeList`), that
+    `NodeList`'s bytes and the byte offsets of the nodes' frames."""
     try:
         offsets = split_frames(data)
     except FramingError as e:
@@ -182,11 +277,9 @@ def _parse_nodes(data: bytes, path: str, notes: Notes):
                   "as the metadata and loses it).")
     body = frames_as_node_list(data, offsets[first:])
     try:
-        NodeList.FromString(body)  # the whole file checked: the view skips some fields
+        return NodeList.FromString(body).nodes, body, offsets[first:]
     except DecodeError:
         pass
-    else:
-        return _NodeViewList.FromString(body).nodes, offsets[first:]
     for k in range(first, len(offsets)):
         start, end = frame_body(data, offsets[k])
         try:
@@ -261,6 +354,28 @@ def _attr_plan(entries: tuple) -> tuple:
     return attrs, cpu, msgs if len(attrs) != len(msgs) else None
 
 
+def _usual_compute(scan: dict, entries: tuple) -> np.ndarray:
+    """Which nodes are the usual compute node (COMP_NODE, 0 < duration_micros <= the limit,
+    no attribute the reader uses given twice, ``is_cpu_op`` absent or bool_val False): the
+    pass would apply no other rule to them (no note, group, skip or error)."""
+    n = scan["type"].size
+    code = {}
+    for b in set(entries):  # (index in ASTRA_TYPE + 1) * 2 + (is_cpu_op other than False)
+        a = AttributeProto.FromString(b)
+        cpu = a.name == "is_cpu_op" and not (
+            a.WhichOneof("value") == "bool_val" and not a.bool_val)
+        code[b] = (_ASTRA_INDEX.get(a.name, -1) + 1) * 2 + cpu
+    codes = np.fromiter(map(code.__getitem__, entries), np.int64, len(entries))
+    owner = np.repeat(np.arange(n), scan["nattr"])
+    other = np.zeros(n, bool)
+    other[owner[codes % 2 == 1]] = True
+    used = codes >= 2
+    key = np.sort(owner[used] * 16 + codes[used] // 2)
+    other[key[1:][key[1:] == key[:-1]] // 16] = True  # an attribute given twice
+    us = scan["duration"]
+    return (scan["type"] == _COMP) & (us > 0) & (us <= _MAX_DURATION_US) & ~other
+
+
 def _check_repeated(attr_list, path: str, node) -> None:
     """Raises if an attribute the reader uses is given twice on the node."""
     seen = set()
@@ -281,27 +396,47 @@ def read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
     the dependencies. With ``frames`` (a dict), fills in ``"offsets"``: each node's frame
     offset in ``data``, file order, ``"ids"``: their ids, and ``"kind"``: their kinds
     (`TraceNode`, -1 skipped; what `chakra_replica` needs of a template)."""
-    nodes, offsets = _parse_nodes(data, path, notes)
+    nodes, body, offsets = _parse_nodes(data, path, notes)
     n = len(nodes)
-    ids, ndeps, names, skip_reason = [0] * n, [0] * n, [""] * n, {}
-    # Every node's data_deps and attr entries in file order, and the count of ctrl_deps:
-    # one parse.
+    skip_reason = {}
+    # Every node's data_deps and attr entries in file order, and the ctrl_deps: one parse.
     every = _AllNodes.FromString(_bodies(data, offsets)) if n else _AllNodes()
     deps = array.array("Q", every.data_deps)  # 8 bytes a dependency
     num_ctrl = len(every.ctrl_deps)
     all_entries, at = tuple(every.attr), 0
-    kind, duration_ns, collective = [_SKIP] * n, [0.0] * n, [0] * n
-    size_bytes, group, peer, tag = [0] * n, [-1] * n, [-1] * n, [-1] * n
+    scan = _scan(data, offsets) if n else None
+    if scan is not None and (int(scan["ndeps"].sum()) != len(deps)
+                             or int(scan["nattr"].sum()) != len(all_entries)):
+        scan = None  # (cannot happen: both read the same bytes)
+    if scan is not None:  # the usual compute nodes done; the pass reads the others
+        # The columns as numpy arrays of their final types (the pass sets the others').
+        usual = _usual_compute(scan, all_entries)
+        ids, names, ndeps = scan["id"], scan["name"], scan["ndeps"]
+        kind = np.where(usual, TraceNode.COMPUTE, _SKIP).astype(np.int8)
+        duration_ns = np.where(usual, scan["duration"].astype(np.float64) * 1000.0, 0.0)
+        collective, size_bytes = np.zeros(n, np.int8), np.zeros(n, np.float64)
+        group, peer, tag = np.full(n, -1, np.int32), np.full(n, -1, np.int32), \
+            np.full(n, -1, np.int64)
+        starts = (np.cumsum(scan["nattr"]) - scan["nattr"]).tolist()
+        todo = ((i, nodes[i]) for i in np.flatnonzero(~usual).tolist())
+    else:  # every node read one by one, through its view
+        nodes = _NodeViewList.FromString(body).nodes
+        ids, ndeps, names = [0] * n, [0] * n, [""] * n
+        kind, duration_ns, collective = [_SKIP] * n, [0.0] * n, [0] * n
+        size_bytes, group, peer, tag = [0] * n, [-1] * n, [-1] * n, [-1] * n
+        starts, todo = None, enumerate(nodes)
     keep_cpu = cpu_ops == "compute"
     comp, coll, send = _COMP, _COLL, _SEND
     known_types, mem_types = _KNOWN_TYPES, _MEM_TYPES
     compute, max_us = TraceNode.COMPUTE, _MAX_DURATION_US
     plans: dict[tuple, tuple] = {}  # a node's attribute entries -> `_attr_plan`
-    for i, node in enumerate(nodes):
+    for i, node in todo:
         ids[i] = node.id
         names[i] = node.name
         ndeps[i] = len(node.data_deps)
         k = len(node.attr)
+        if starts is not None:
+            at = starts[i]
         entries = all_entries[at:at + k]
         at += k
         plan = plans.get(entries)
@@ -454,7 +589,8 @@ def read_rank(rank: int, path: str, data: bytes, num_ranks: int, cpu_ops: str,
         skipped[reason] += 1
     kinds = np.asarray(kind, np.int8)
     if frames is not None:
-        frames.update(offsets=offsets, ids=ids, kind=kinds)
+        frames.update(offsets=offsets, ids=ids if starts is None else ids.tolist(),
+                      kind=kinds)
     return rank_graph(rank, path, nodes, np.asarray(ids, np.uint64), names, kinds,
                       np.asarray(duration_ns, np.float64), np.asarray(collective, np.int8),
                       np.asarray(size_bytes, np.float64), np.asarray(group, np.int32),
