@@ -48,12 +48,13 @@ Units: ns, bytes, GB/s.
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import NamedTuple
 
 import numpy as np
 
 from libra_jax.model import pipelined
-from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware
+from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, ring_signature
 from libra_jax.model.trace_setup import (COLL, COMPUTE, P2P, RECV, SEND, Geometry, Rank,
                                          Shapes, Stream, check_trace, match_messages,
                                          own_links, rank_classes, trace_from_nodes,
@@ -129,23 +130,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     is_pg = np.asarray([g.ranks is not None for g in trace.groups] + [False], bool)
 
     def pg_sig(r: int, tr: RankTrace) -> tuple:
-        out = []
-        coll = np.flatnonzero(tr.kind == COLL)
-        if not coll.size:
-            return ()
-        pg = is_pg[tr.group[coll]]
-        seen = set()
-        for i in coll[pg].tolist():
-            key = (int(tr.collective[i]), float(tr.size_bytes[i]), int(tr.group[i]))
-            if key in seen:
-                continue
-            seen.add(key)
-            k, stages = shapes.get(*key)
-            pos = trace.groups[key[2]].ranks.index(r)
-            for st in stages:
-                out.append(tuple(float(shapes.ring_ns(st[7], dr)[pos])
-                                 for dr in shapes.ring_directions(key[0])))
-        return tuple(out)
+        return ring_signature(trace, shapes, is_pg, r, tr)
 
     cls = (rank_classes(trace, geo, match_to, match_from, pg_sig) if classes
            else np.arange(trace.num_ranks, dtype=np.int64))
@@ -184,16 +169,14 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     comp: list = []  # (end, rank idx, node) of running compute
     net: list = []  # (time, seq, kind, payload): link events, message arrivals, pg stages
     pending: dict = {}  # (group, k) -> [classes issued, waiting issues]
-    seq = 0
+    seq = itertools.count(1)  # the net events' and streams' sequence numbers
     now = 0.0
     dirty: list = []
 
     heappush, heappop = heapq.heappush, heapq.heappop
 
     def push(t: float, kind: str, payload) -> None:
-        nonlocal seq
-        seq += 1
-        heappush(net, (t, seq, kind, payload))
+        heappush(net, (t, next(seq), kind, payload))
 
     def stage_ns(s: Stream) -> float:
         dim, coef, fixed = s.stages[s.pos][:3]
@@ -217,7 +200,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             owner, hop = msg
             ser, la = owner.hops[hop] if type(owner) is Stream else (owner.ser[hop],
                                                                         owner.lat[hop])
-            push(t + ser + la, "arrive", msg)
+            heappush(net, (t + ser + la, next(seq), "arrive", msg))
             return
         if rk.link_busy.get(link, False):
             rk.link_wait.setdefault(link, []).append(msg)
@@ -231,8 +214,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 ser, la = owner.hops[hop]
         else:
             ser, la = owner.ser[hop], owner.lat[hop]
-        push(t + ser, "free", (rk, link))
-        push(t + ser + la, "arrive", msg)
+        heappush(net, (t + ser, next(seq), "free", (rk, link)))
+        heappush(net, (t + ser + la, next(seq), "arrive", msg))
 
     def start_stage_aware(s: Stream) -> None:
         dim, coef, fixed, _, dr, _, steps, red, n_d, ring = s.stages[s.pos]
@@ -308,7 +291,6 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         try_start(rk, dim, qi)
 
     def place(rk: Rank, i: int, k: int, stages, prio: int, held: bool) -> list:
-        nonlocal seq
         out = []
         for _ in range(k):
             placed = []
@@ -318,8 +300,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                     pos = trace.groups[ring[0]].ranks.index(rk.rank)
                     fixed = float(shapes.ring_ns(ring, dr)[pos])
                 placed.append((dim, coef, fixed, kind, dr, qi, steps, red, n_d, ring))
-            seq += 1
-            out.append(Stream(i, prio, placed, seq, rk, held))
+            out.append(Stream(i, prio, placed, next(seq), rk, held))
             enqueue(rk, out[-1])
         return out
 
@@ -457,38 +438,48 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             rk.busy[key[0]] += now - rk.since[key[0]]
         try_start(rk, *key)
 
-    def net_event(kind: str, payload, t: float):
-        """One network event; -> (rank, the finished stage's queue) or None."""
-        if kind == "send":
-            link_put(payload.rk, payload.path[0], (payload, 0), t)
-        elif kind == "free":
-            rk, link = payload
-            rk.link_busy[link] = False
-            waiting = rk.link_wait.get(link)
-            if waiting:
-                link_put(rk, link, waiting.pop(0), t)
-        elif kind == "arrive":
-            owner, hop = payload
-            if hop + 1 < len(owner.path):
-                link_put(owner.rk, owner.path[hop + 1], (owner, hop + 1), t)
-            elif type(owner) is P2P:
-                deliver(owner.rk, owner.node, *owner.target)
-            else:
-                s = owner
-                s.step += 1
-                if s.step < s.steps:
-                    push(t + pre_send_ns(s), "send", s)
+    def net_events():
+        """Runs the network event at the heap's head, then the next ones while the loop
+        below would take them; -> (rank, the finished stage's queue) of a "done", or None."""
+        nonlocal now
+        _, _, kind, payload = heappop(net)
+        while True:
+            if kind == "send":
+                link_put(payload.rk, payload.path[0], (payload, 0), now)
+            elif kind == "free":
+                owner, link = payload
+                owner.link_busy[link] = False
+                waiting = owner.link_wait.get(link)
+                if waiting:
+                    link_put(owner, link, waiting.pop(0), now)
+            elif kind == "arrive":
+                owner, hop = payload
+                if hop + 1 < len(owner.path):
+                    link_put(owner.rk, owner.path[hop + 1], (owner, hop + 1), now)
+                elif type(owner) is P2P:
+                    deliver(owner.rk, owner.node, *owner.target)
                 else:
-                    if s.pre is not None:
-                        post = s.post
+                    s = owner
+                    s.step += 1
+                    if s.step < s.steps:
+                        heappush(net, (now + pre_send_ns(s), next(seq), "send", s))
                     else:
-                        post = s.red_step if s.reductions >= s.steps else 0.0
-                    push(t + post, "done", s)
-        elif kind == "msg":
-            deliver(*payload)
-        else:  # "done"
-            return payload.rk, (payload.stages[payload.pos][0], payload.stages[payload.pos][5])
-        return None
+                        if s.pre is not None:
+                            post = s.post
+                        else:
+                            post = s.red_step if s.reductions >= s.steps else 0.0
+                        push(now + post, "done", s)
+            elif kind == "msg":
+                deliver(*payload)
+            else:  # "done"
+                return payload.rk, (payload.stages[payload.pos][0], payload.stages[payload.pos][5])
+            if dirty:
+                issue_dirty(None)
+            if touched:
+                refile()
+            if not net or stq or net[0][2] == "done" or (comp and comp[0][0] <= net[0][0]):
+                return None
+            now, _, kind, payload = heappop(net)
 
     def refile() -> None:
         if not aware:
@@ -554,12 +545,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 if waiting[c] == 0:
                     heappush(rk.ready, c)
         elif what == 2:
-            _, _, kind, payload = heappop(net)
-            out = net_event(kind, payload, now)
+            out = net_events()
             if out is None:
-                if dirty:
-                    issue_dirty(None)
-                refile()
                 continue
             rk, key = out
             stage_end(rk, key)

@@ -17,6 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
+from libra_jax.types import TraceNode
+
 
 def step_overheads(steps: int, red_ns: float, n: int, endpoint_ns: float):
     """(pre [steps], post) of a ring stage: the delay before each message (endpoint delay,
@@ -104,3 +106,26 @@ def ring_finish_aware(routes, ser_ns: Sequence[float], lat_ns: Sequence[float], 
             if sent[i] > k:
                 received(i, k, t)
     return finish
+
+
+def ring_signature(trace, shapes, is_pg, r: int, tr) -> tuple:
+    """Rank r's stage times on the pg_name rings of its collectives (``shapes``: a
+    `trace_setup.Shapes`; ``is_pg`` [G + 1] which groups are pg groups), in node order, each
+    distinct (collective, size, group) once: part of its class key (`rank_classes`)."""
+    out = []
+    coll = np.flatnonzero(tr.kind == int(TraceNode.COLLECTIVE))
+    if not coll.size:
+        return ()
+    pg = is_pg[tr.group[coll]]
+    seen = set()
+    for i in coll[pg].tolist():
+        key = (int(tr.collective[i]), float(tr.size_bytes[i]), int(tr.group[i]))
+        if key in seen:
+            continue
+        seen.add(key)
+        k, stages = shapes.get(*key)
+        pos = trace.groups[key[2]].ranks.index(r)
+        for st in stages:
+            out.append(tuple(float(shapes.ring_ns(st[7], dr)[pos])
+                             for dr in shapes.ring_directions(key[0])))
+    return tuple(out)
