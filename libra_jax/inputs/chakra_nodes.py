@@ -221,14 +221,13 @@ def _scan(data: bytes, offsets: list[int]) -> dict | None:
     else:
         whole = data.decode("latin-1")  # ASCII names: the same characters
         out["name"] = [whole[a:b] for a, b in zip(name_s.tolist(), name_e.tolist())]
-    ndeps = np.zeros(n, np.int64)
     m = (field == 5) & (wire == 0)
-    np.add.at(ndeps, node[m], 1)
+    ndeps = np.bincount(node[m], minlength=n)
     m = (field == 5) & (wire == 2)
     packed, ends = _span_bytes(buf, s[m], e[m])
     done = np.concatenate(([0], np.cumsum(packed < 0x80)))
-    np.add.at(ndeps, node[m], done[ends] - done[ends - (e[m] - s[m])])
-    out["ndeps"] = ndeps
+    count = done[ends] - done[ends - (e[m] - s[m])]  # the varints of each packed list
+    out["ndeps"] = ndeps + np.bincount(node[m], count, n).astype(np.int64)
     out["nattr"] = np.bincount(node[field == 10], minlength=n)
     return out
 
