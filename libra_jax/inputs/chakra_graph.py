@@ -87,7 +87,7 @@ def rank_graph(rank, path, nodes, ids, names, kind, duration_ns, collective, siz
     np.cumsum(np.bincount(o, minlength=kept.size), out=dep_ptr[1:])
     return RankTrace(
         rank=rank, path=path, node_id=ids[kept].astype(np.int64),
-        name=tuple(names[i] for i in kept.tolist()), kind=kind[kept].astype(np.int8),
+        name=tuple(map(names.__getitem__, kept.tolist())), kind=kind[kept].astype(np.int8),
         duration_ns=duration_ns[kept], collective=collective[kept], size_bytes=size_bytes[kept],
         group=group[kept], peer=peer[kept], tag=tag[kept], dep_ptr=dep_ptr,
         deps=d.astype(np.int32))
