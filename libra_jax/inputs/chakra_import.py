@@ -115,16 +115,13 @@ tensor-parallel ranks) is not parsed:
 runs every check that depends on them or on the rank, so the result (errors and notes
 included) is that of parsing it; ``replicas=False`` parses every file. On the 64-rank
 benchmark (``experiments/bench_trace.py``: 6.5e6 nodes, 4 distinct stages of 16 replicas)
-the set reads in 2.8-3.0 s of wall, 2.6-2.75 CPU s (2.2-2.35e6 nodes/s; 26-42 s when every
-file was parsed): the 4 stages' files parsed in full take ~2.1 s of it. Every other
-file: all nodes of a file are parsed by one protobuf call (the framed messages become one
-``NodeList`` message); one Python pass over the nodes reads their fields, and the arrays
-are built with numpy once per rank. Measured (Python 3.11, protobuf's upb backend)
-on 2 ranks of 1.2e5 nodes each (half compute, a quarter all-reduces with ``involved_dim``,
-a quarter sends / receives, each node depending on the one before): 1.5-1.65e5 nodes per
-CPU-second, i.e. that many nodes/s on an idle core (0.7-1.2e5/s of wall time while other
-jobs held both cores of the shared 2-core machine). About 6 µs per node: 0.7 µs reading the
-node's fields, 1.4 µs its attributes, the rest the rules and checks.
+the set reads in 1.9-2.3 s (1.9-2.25 CPU s; 26-42 s when every file was parsed node by
+node in Python): the 4 stages' files parsed in full take ~0.9 s of it. A full parse
+(`chakra_nodes.read_rank`) checks the file with one protobuf call for all its nodes, reads
+every node's id, name, type, duration and counts off the wire with numpy, settles the usual
+compute nodes together and runs the rules in Python only over the others (a file written in
+an unusual way goes node by node): 2.1-2.2 µs per node on the benchmark's stage files
+(3.6-3.7 µs before the numpy pass, ~6 µs for the first, all-Python reader).
 """
 
 from __future__ import annotations
