@@ -124,7 +124,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     lat = (np.zeros(num_dims) if tm.latency_ns is None
            else np.broadcast_to(np.asarray(tm.latency_ns, np.float64), (num_dims,)))
     gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    geo = Geometry(blocks, npd, bw, [float(x) for x in lat], gib)
+    lat_ns = [float(x) for x in lat]  # Python floats: the same values, faster sums
+    geo = Geometry(blocks, npd, bw, lat_ns, gib)
     shapes = Shapes(trace, geo, blocks, tm, aware)
     match_to, match_from = match_messages(trace)
     is_pg = np.asarray([g.ranks is not None for g in trace.groups] + [False], bool)
@@ -180,7 +181,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
 
     def stage_ns(s: Stream) -> float:
         dim, coef, fixed = s.stages[s.pos][:3]
-        return fixed + (coef / bw[dim] if coef > 0 else 0.0)
+        return float(fixed + (coef / bw[dim] if coef > 0 else 0.0))  # value as is
 
     # ---- the congestion-aware link model (as step.simulate_step), per simulated rank
     endpoint = float(tm.endpoint_delay_ns)
@@ -209,7 +210,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         owner, hop = msg
         if type(owner) is Stream:
             if owner.hops is None:
-                ser, la = owner.msg_ns, lat[owner.stages[owner.pos][0]]
+                ser, la = owner.msg_ns, lat_ns[owner.stages[owner.pos][0]]
             else:
                 ser, la = owner.hops[hop]
         else:
@@ -227,7 +228,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             return
         s.hops = s.pre = None
         s.steps = max(int(round(steps)), 1)
-        s.msg_ns = coef / s.steps / bw[dim] if coef > 0 else 0.0
+        s.msg_ns = float(coef / s.steps / bw[dim]) if coef > 0 else 0.0
         s.path = path(dim, dr)
         s.reductions = n_d - 1 if red > 0 else 0
         s.red_step = red / s.reductions if s.reductions else 0.0
@@ -370,7 +371,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             return
         route = geo.route(rk.rank, dst, what, local=True)
         m = P2P(rk, i, (to, j), own_links(route),
-                 [size / gib / bw[d] for _, d in route], [lat[d] for _, d in route])
+                 [float(size / gib / bw[d]) for _, d in route], [lat_ns[d] for _, d in route])
         link_put(rk, m.path[0], (m, 0), now)
 
     def deliver(rk: Rank, i: int, to: Rank, j: int) -> None:
