@@ -256,6 +256,8 @@ def test_train_and_evaluate_a_trace_set(trace_dir, tmp_path):
     ((*NET_ARGS, "bandwidth_gbps=[1,1]", "training_loop=dp_overlap"),
      "own dependencies"),
     ((*NET_ARGS, "bandwidth_gbps=[0,1]"), "crosses dimension 0"),
+    ((*NET_ARGS, "bandwidth_gbps=[1,1]", "workload.chakra_et=nowhere/wl"),
+     "workload.chakra_et = 'nowhere/wl': no trace set there"),
 ])
 def test_bad_trace_runs_are_refused(trace_dir, tmp_path, args, words):
     proc = _command("libra_jax.evaluate", f"workload.chakra_et={trace_dir / 'pp'}", *args,

@@ -117,8 +117,8 @@ def trace_inputs(c: LibraConfig) -> TraceInputs:
 def trace_prefix(value) -> str:
     """Where ``workload.chakra_et`` points: the prefix as given when its rank 0 file is
     there (relative to the working directory), else the one shipped with the package
-    (``libra_jax/data/<prefix>``, e.g. ``traces/pipeline8/pp``) when that exists; otherwise
-    as given, for `read_chakra` to say what it looked for."""
+    (``libra_jax/data/<prefix>``, e.g. ``traces/llm8/wl``) when that exists; otherwise a
+    `LibraInputError` naming the key and where it looked."""
     text = os.path.expanduser(str(value))
     candidates = [pathlib.Path(text)]
     if not os.path.isabs(text):
@@ -126,7 +126,10 @@ def trace_prefix(value) -> str:
     for c in candidates:
         if any(pathlib.Path(f"{c}.0{ext}").is_file() for ext in (".et", ".et.gz")):
             return str(c)
-    return text
+    looked = " and ".join(f"{c}.0.et(.gz)" for c in candidates)
+    raise LibraInputError(
+        f"workload.chakra_et = {show(str(value))}: no trace set there (a Chakra trace set is "
+        f"<prefix>.<rank>.et or .et.gz for ranks 0, 1, ...; looked for {looked}).")
 
 
 @dataclasses.dataclass(frozen=True)
