@@ -51,6 +51,13 @@ from libra_jax.types import LibraInputError, TraceNode
 SERIAL_MAX_NODES = 20_000
 
 
+def _ring_bytes(code: int, nbytes: float, n: int) -> float:
+    """Bytes each member of a flat ring of ``n`` NPUs sends for the collective ``code`` of
+    ``nbytes`` (`collectives.traffic_bytes` on one dimension of ``n``)."""
+    return float(np.asarray(traffic_bytes(np.int32(code), float(nbytes),
+                                          np.asarray([n], np.int32)))[0])
+
+
 def coordinates(rank: int, npus_per_dim) -> list[int]:
     """The NPU's coordinate on every dimension (dimension 0 fastest, as ASTRA-sim numbers
     NPUs: ``rank = sum_d coord_d * prod_{e<d} n_e``)."""
@@ -136,8 +143,7 @@ class TraceBound:
         elif kind == "pg":
             _, code, nbytes, members = key
             n = len(members)
-            sent = float(np.asarray(traffic_bytes(np.int32(code), float(nbytes),
-                                                  np.asarray([n], np.int32)))[0])
+            sent = _ring_bytes(code, nbytes, n)
             rows = []
             for i, a in enumerate(members):
                 b = members[(i + 1) % n]
@@ -369,11 +375,9 @@ class TraceBound:
                     const, coef = const + c, coef + a
                 elif key[0] == "pg":
                     _, code, nbytes, members = key
-                    n = len(members)
-                    sent = float(np.asarray(traffic_bytes(
-                        np.int32(code), float(nbytes), np.asarray([n], np.int32)))[0])
-                    nxt = members[(members.index(r) + 1) % n]
-                    ring = ring + self._message_coef(r, nxt, sent)
+                    nxt = members[(members.index(r) + 1) % len(members)]
+                    ring = ring + self._message_coef(
+                        r, nxt, _ring_bytes(code, nbytes, len(members)))
             for dim in range(self.d):
                 row = np.zeros(self.d)
                 row[dim] = coef[dim]
@@ -382,6 +386,10 @@ class TraceBound:
                 if np.any(row > 0):
                     out.append((float(const[dim]) / q, row / q))
         return out
+
+    def used_dims(self) -> np.ndarray:
+        """[D] bool: the dimensions some collective or message of the trace set crosses."""
+        return np.any(self.rows([]).coef_gb > 0, axis=0)
 
     def rows(self, paths) -> ModelRows:
         """`ModelRows` of the step's lower bound over ``paths`` (`longest_path`'s paths, or

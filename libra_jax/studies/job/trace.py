@@ -169,9 +169,9 @@ def evaluate_trace(c: LibraConfig) -> TraceEvaluation:
     bw = design_bandwidths(c, inputs.network.num_dims)
     check_lengths(inputs.spec, inputs.network.num_dims)
     bound = TraceBound(inputs.trace, inputs.network, inputs.timing_model)
-    rows = bound.rows([])
+    used = bound.used_dims()
     for d in range(inputs.network.num_dims):
-        if bw[d] <= 0 and np.any(rows.coef_gb[:, d] > 0):
+        if bw[d] <= 0 and used[d]:
             raise LibraInputError(
                 f"bandwidth_gbps[{d}] = {show(float(bw[d]))} but the trace set's traffic "
                 f"crosses dimension {d}: give it a bandwidth > 0.")
@@ -258,7 +258,7 @@ def train_trace(c: LibraConfig) -> TraceRun:
     log.info("trace %s: %d cutting-plane rounds (%s), %.2f s", inputs.prefix, len(paths),
              "converged" if converged else "stopped", seconds)
     base = equal_split(problem)
-    used = np.any(rows.coef_gb > 0, axis=0)
+    used = bound.used_dims()
     t1 = time.perf_counter()
     bw, timing, searched = _refine(inputs, problem, [result.bandwidth_gbps,
                                                      base.bandwidth_gbps],
