@@ -87,10 +87,17 @@ TRAIN = {
     # multi-workload
     "workloads": ("-", "several workloads designed for at once (one bandwidth vector); "
                   "`workload.file` must then be null"),
-    "workloads[i].file": ("path", "the entry's workload file (as `workload.file`)"),
+    "workloads[i].file": ("path", "the entry's workload file (as `workload.file`; exactly one "
+                          "of `file` and `chakra_et` per entry)"),
     "workloads[i].communicator_file": ("path", "its communicator (as "
                                        "`workload.communicator_file`)"),
-    "workloads[i].name": ("-", "its name in tables and `result.json` (default: the file stem)"),
+    "workloads[i].chakra_et": ("path prefix", "a Chakra trace set instead (as "
+                               "`workload.chakra_et`): every workload of the run is then timed "
+                               "by its simulated step (`model=pipelined`; `sum_time` or "
+                               "`sum_time_x_cost`)"),
+    "workloads[i].comm_groups": ("path", "its `pg_name` groups (as `workload.comm_groups`)"),
+    "workloads[i].name": ("-", "its name in tables and `result.json` (default: the file stem, "
+                          "or the trace prefix's last part)"),
     "weights": ("-", "one weight >= 0 per workload (null: all 1)"),
     "multi_objective": ("-", "`sum_time`: minimise sum_i w_i step_i; `sum_time_x_cost`: network "
                         "cost x that sum; `worst_slowdown`: minimise max_i step_i / own optimum_i"),

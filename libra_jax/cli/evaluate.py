@@ -23,11 +23,12 @@ import pathlib
 import hydra
 from omegaconf import DictConfig
 
-from libra_jax.cli import config, report, runtime, tables, trace_report
+from libra_jax.cli import config, report, runtime, tables, trace_multi_report, trace_report
 from libra_jax.cli.report import EVALUATE_KEYS  # noqa: F401  (the command's result keys)
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.evaluate import constraint_report, evaluate, rounding_gbps  # noqa: F401
 from libra_jax.studies.job.export import export_astrasim
+from libra_jax.studies.trace_multi import has_trace
 from libra_jax.types import float64
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,12 @@ def run(c: LibraConfig, output_dir: pathlib.Path) -> float:
     """Evaluate the configured design (`studies.job.evaluate`), print the table, write
     ``result.json``; returns the objective value (ns, or ns*$ for
     ``objective=perf_per_cost``). A trace set (``workload.chakra_et``) goes to
-    `trace_report.evaluate`."""
+    `trace_report.evaluate`, ``workloads`` naming a trace set to
+    `trace_multi_report.evaluate`."""
     if c.workload.chakra_et is not None:
         return trace_report.evaluate(c, output_dir)
+    if has_trace(c):
+        return trace_multi_report.evaluate(c, output_dir)
     ev = evaluate(c)
     data = report.evaluation_dict(ev)
     print(tables.format_evaluation(data, ev.network, ev.workload, ev.timing_model), flush=True)

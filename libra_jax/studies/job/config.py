@@ -102,11 +102,15 @@ class WorkloadConfig:
 
 @dataclasses.dataclass
 class WorkloadEntryConfig:
-    """One entry of ``workloads`` (multi-workload runs): like ``workload`` plus a name."""
+    """One entry of ``workloads`` (multi-workload runs): like ``workload`` plus a name; set
+    exactly one of ``file`` and ``chakra_et`` (a trace set: every workload is then timed by
+    its simulated step, model=pipelined; libra_jax/studies/trace_multi.py)."""
 
     file: Optional[str] = None
     communicator_file: Optional[str] = None
-    name: Optional[str] = None  # default: the workload's own name (file stem)
+    chakra_et: Optional[str] = None  # <prefix> of <prefix>.<rank>.et(.gz), one rank per NPU
+    comm_groups: Optional[str] = None  # its pg_name groups (JSON {"<id>": [npus...]})
+    name: Optional[str] = None  # default: the workload's own name (file stem, trace prefix)
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ presets can say ``network/3d_network.yml``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 
@@ -443,20 +444,62 @@ def to_multi_inputs(c: LibraConfig, base_dir: str | os.PathLike | None = None):
     entries = []
     network = cost_rates = spec = None
     for i, entry in enumerate(c.workloads):
-        if entry.file is None:
-            raise LibraInputError(f"workloads[{i}].file is null; every entry needs a file.")
-        sub = dataclasses.replace(
-            c,
-            workload=WorkloadConfig(file=entry.file, communicator_file=entry.communicator_file),
-            workloads=None, weights=None, objective=Objective.perf,
-        )
-        try:
+        if check_workload_entry(entry, i) == "chakra_et":
+            raise LibraInputError(
+                f"workloads[{i}].chakra_et={show(entry.chakra_et)}: a run with a trace set "
+                "in workloads is timed by simulated steps (studies.trace_multi; libra-train "
+                "and libra-evaluate run it), not by LIBRA's model.")
+        sub = entry_config(c, entry)
+        with entry_errors(i):
             network, workload, cost_rates, spec = to_inputs(sub, base_dir)
             path = resolve_path(entry.file, "workload.file", base_dir)
-        except LibraInputError as e:
-            msg = str(e).replace("workload.communicator_file", f"workloads[{i}].communicator_file")
-            msg = msg.replace("workload.file", f"workloads[{i}].file")
-            raise LibraInputError(msg if msg.startswith(f"workloads[{i}]") else
-                                  f"workloads[{i}]: {msg}") from None
         entries.append((entry.name or workload.name, workload, path))
     return network, entries, weights, cost_rates, spec, c.multi_objective.value
+
+
+def check_workload_entry(entry, i: int) -> str:
+    """Which source ``workloads[i]`` names, ``"file"`` or ``"chakra_et"``: exactly one of
+    them; ``communicator_file`` only with a file, ``comm_groups`` only with a trace set."""
+    given = [k for k in ("file", "chakra_et") if getattr(entry, k) is not None]
+    if len(given) != 1:
+        got = ("both are null" if not given else
+               f"got workloads[{i}].file={show(entry.file)} and "
+               f"workloads[{i}].chakra_et={show(entry.chakra_et)}")
+        raise LibraInputError(
+            f"workloads[{i}]: set exactly one of workloads[{i}].file (a workload file) and "
+            f"workloads[{i}].chakra_et (a Chakra trace set <prefix>.<rank>.et); {got}.")
+    if entry.comm_groups is not None and entry.chakra_et is None:
+        raise LibraInputError(
+            f"workloads[{i}].comm_groups={show(entry.comm_groups)} is the communicator groups "
+            f"of a trace set, but workloads[{i}].chakra_et is null; set "
+            f"workloads[{i}].comm_groups=null or give the trace set.")
+    if entry.communicator_file is not None and entry.chakra_et is not None:
+        raise LibraInputError(
+            f"workloads[{i}].communicator_file={show(entry.communicator_file)} belongs to a "
+            "workload file; a trace set's groups come from its nodes and "
+            f"workloads[{i}].comm_groups. Set workloads[{i}].communicator_file=null.")
+    return given[0]
+
+
+def entry_config(c: LibraConfig, entry) -> LibraConfig:
+    """The single-workload config of one entry of ``workloads`` (the run's network,
+    constraints and timing; objective perf)."""
+    return dataclasses.replace(
+        c, workload=WorkloadConfig(file=entry.file, communicator_file=entry.communicator_file,
+                                   chakra_et=entry.chakra_et, comm_groups=entry.comm_groups),
+        workloads=None, weights=None, objective=Objective.perf)
+
+
+@contextlib.contextmanager
+def entry_errors(i: int):
+    """Re-raises a `LibraInputError` of an entry's single-workload config naming
+    ``workloads[i].<key>`` instead of ``workload.<key>`` (prefixed ``workloads[i]:`` when it
+    names no key of the entry)."""
+    try:
+        yield
+    except LibraInputError as e:
+        msg = str(e)
+        for key in ("communicator_file", "comm_groups", "chakra_et", "file"):
+            msg = msg.replace(f"workload.{key}", f"workloads[{i}].{key}")
+        raise LibraInputError(msg if msg.startswith(f"workloads[{i}]") else
+                              f"workloads[{i}]: {msg}") from None

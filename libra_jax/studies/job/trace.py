@@ -18,6 +18,8 @@ fastest step (or the objective's best) under the run's constraints.
   pattern search on the simulated step itself (`_refine`) starts from the model's optimum
   and the equal split; the design returned is the best simulated, and the gap between its
   simulated step and that lower bound is the certified gap to the best simulated step.
+  `pattern_search` is the search itself, on any simulated objective (the multi-workload
+  runs with trace sets use it too: `studies.trace_multi`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import Network
 from libra_jax.model import step_trace
 from libra_jax.model.objective import max_violation
-from libra_jax.model.problem import ConstraintSpec, problem_from_arrays
+from libra_jax.model.problem import ConstraintSpec, ModelRows, problem_from_arrays
 from libra_jax.model.timing import TimingModel
 from libra_jax.model.trace_rows import TraceBound
 from libra_jax.solvers.solve import (
@@ -235,28 +237,17 @@ def train_trace(c: LibraConfig) -> TraceRun:
     net = inputs.network
     power = power_of_run(c, net, inputs.spec)
     bound = TraceBound(inputs.trace, net, inputs.timing_model)
-    t0 = time.perf_counter()
-    paths = [bound.best_cut(_start_point(inputs))[1]]
-    compile_s = 0.0
-    converged = False
-    while True:
-        rows = bound.rows(paths)
-        problem = problem_from_arrays(np.zeros((0, net.num_dims)), np.zeros(0), 0.0,
-                                      inputs.cost_rates, inputs.spec, rows=rows)
-        result = solve(problem, objective=c.objective, method=c.solver.method,
-                       **power_kwargs(power))
-        compile_s += float(result.compile_seconds or 0.0)
-        if result.status != "ok" or len(paths) >= MAX_ROUNDS:
-            break
-        x = np.asarray(result.bandwidth_gbps, np.float64)
-        longest, path = bound.best_cut(x)
-        if longest <= bound.value_ns(rows, x) * (1 + 1e-9) + 1e-6:
-            converged = True
-            break
-        paths.append(path)
-    seconds = time.perf_counter() - t0 - compile_s
-    log.info("trace %s: %d cutting-plane rounds (%s), %.2f s", inputs.prefix, len(paths),
-             "converged" if converged else "stopped", seconds)
+
+    def make_problem(rows):
+        return problem_from_arrays(np.zeros((0, net.num_dims)), np.zeros(0), 0.0,
+                                   inputs.cost_rates, inputs.spec, rows=rows)
+
+    cut = cutting_plane([(1.0, bound)], make_problem, lambda p: solve(
+        p, objective=c.objective, method=c.solver.method, **power_kwargs(power)),
+        start_point(net.num_dims, inputs.spec))
+    problem, result = cut.problem, cut.result
+    log.info("trace %s: %d cutting-plane rounds (%s), %.2f s", inputs.prefix, cut.rounds,
+             "converged" if cut.converged else "stopped", cut.seconds)
     base = equal_split(problem)
     used = bound.used_dims()
     t1 = time.perf_counter()
@@ -270,8 +261,85 @@ def train_trace(c: LibraConfig) -> TraceRun:
         viol = float(max_violation(jnp.asarray(bw), problem)) / violation_scale(problem)
     return TraceRun(inputs, result, bw, float(timing.time_ns), timing,
                     np.asarray(base.bandwidth_gbps, np.float64), float(base_timing.time_ns),
-                    len(paths), bool(converged), searched, max(viol, 0.0), seconds, compile_s,
-                    power)
+                    cut.rounds, cut.converged, searched, max(viol, 0.0), cut.seconds,
+                    cut.compile_seconds, power)
+
+
+def merge_rows(parts) -> ModelRows:
+    """The `ModelRows` of ``sum_i w_i model_i``: ``parts`` is [(w_i >= 0, ModelRows)]; each
+    part's pieces follow the previous parts' (its nesting shifted with them), their weights
+    and its ``const0_s`` times w_i. A single part of weight 1 comes back with the same
+    numbers."""
+    d = parts[0][1].coef_gb.shape[1]
+    offset, weight, piece, const, coef, nests, const0 = 0, [], [], [], [], [], 0.0
+    total = sum(int(np.asarray(r.weight).shape[0]) for _, r in parts)
+    for w, r in parts:
+        j = int(np.asarray(r.weight).shape[0])
+        weight.append(float(w) * np.asarray(r.weight, np.float64))
+        piece.append(np.asarray(r.piece, int) + offset)
+        const.append(np.asarray(r.const_s, np.float64))
+        coef.append(np.asarray(r.coef_gb, np.float64).reshape(-1, d))
+        nest = np.zeros((piece[-1].shape[0], total))
+        if r.nest is not None:
+            nest[:, offset:offset + j] = np.asarray(r.nest, np.float64)
+        nests.append(nest)
+        const0 += float(w) * float(r.const0_s)
+        offset += j
+    return ModelRows(weight=np.concatenate(weight), piece=np.concatenate(piece),
+                     const_s=np.concatenate(const), coef_gb=np.concatenate(coef),
+                     const0_s=const0, nest=np.concatenate(nests))
+
+
+@dataclasses.dataclass(frozen=True)
+class CuttingPlane:
+    """`cutting_plane`'s result: the last model's ``problem`` and its solve ``result`` (its
+    ``lower_bound`` bounds the best simulated objective), ``rounds`` (solves), whether it
+    ``converged`` (no trace had a path longer than its model at the last design), ``paths``
+    (per part, the cuts of a `TraceBound`; None for fixed rows), wall ``seconds`` net of
+    ``compile_seconds``."""
+
+    problem: object
+    result: SolveResult
+    rounds: int
+    converged: bool
+    paths: list
+    seconds: float
+    compile_seconds: float
+
+
+def cutting_plane(parts, make_problem, solve_problem, start) -> CuttingPlane:
+    """Minimise ``sum_i w_i model_i`` where ``parts`` = [(w_i, model_i)] and a model is a
+    `TraceBound` (its paths found as needed, from its longest path at ``start``) or fixed
+    `ModelRows` (e.g. a workload file's convex step, `timing.model_rows`): solve the model
+    over the paths so far (``solve_problem(make_problem(rows))``), add each trace's longest
+    cut at the new design where it is longer than its model there, until none is (converged)
+    or `MAX_ROUNDS` solves. Every part bounds its simulated step from below at every design,
+    so the solver's certified lower bound bounds the best simulated weighted sum."""
+    t0 = time.perf_counter()
+    paths = [[m.best_cut(start)[1]] if isinstance(m, TraceBound) else None for _, m in parts]
+    rounds, compile_s, converged = 0, 0.0, False
+    while True:
+        rows = [m.rows(p) if p is not None else m for (_, m), p in zip(parts, paths)]
+        problem = make_problem(merge_rows([(w, r) for (w, _), r in zip(parts, rows)]))
+        result = solve_problem(problem)
+        rounds += 1
+        compile_s += float(result.compile_seconds or 0.0)
+        if result.status != "ok" or rounds >= MAX_ROUNDS:
+            break
+        x = np.asarray(result.bandwidth_gbps, np.float64)
+        added = False
+        for (_, m), p, r in zip(parts, paths, rows):
+            if p is None:
+                continue
+            longest, path = m.best_cut(x)
+            if longest > m.value_ns(r, x) * (1 + 1e-9) + 1e-6:
+                p.append(path)
+                added = True
+        if not added:
+            converged = True
+            break
+    return CuttingPlane(problem, result, rounds, converged, paths,
+                        time.perf_counter() - t0 - compile_s, compile_s)
 
 
 def objective_value(inputs: TraceInputs, objective: str, power, bw, step_ns: float) -> float:
@@ -286,20 +354,39 @@ def objective_value(inputs: TraceInputs, objective: str, power, bw, step_ns: flo
 
 
 def _refine(inputs: TraceInputs, problem, starts, objective: str, power, used):
-    """A pattern search on the simulated step's objective over the feasible designs, from
-    the best of ``starts``: move ``step`` GB/s from one dimension to another, or up or down
-    on one (each move projected onto the constraints), take the first move that improves,
-    halve the step when none does; at most `REFINE_EVALS` x D simulations. Returns (design,
-    its simulation, designs simulated). The lower bound does not depend on it: the gap
-    stays certified whatever design it returns."""
-    d = inputs.network.num_dims
+    """`pattern_search` on the trace set's simulated objective (`objective_value`): (design,
+    its simulation, designs simulated)."""
+    def value(x):
+        t = simulate(inputs, x)
+        return objective_value(inputs, objective, power, x, float(t.time_ns)), t
+
+    return pattern_search(value, problem, starts, used, REFINE_EVALS * inputs.network.num_dims)
+
+
+def pattern_search(value, problem, starts, used, limit: int):
+    """A pattern search on a simulated objective over the feasible designs of ``problem``,
+    from the best of ``starts``: move ``step`` GB/s from one dimension to another, or up or
+    down on one (each move projected onto the constraints), take the first move that
+    improves, halve the step when none does; at most ``limit`` evaluations.
+
+    Args:
+      value: design [D] -> (objective value, payload), e.g. the simulated step and its
+        simulation; each design is evaluated once.
+      problem: the `Problem` whose constraints the designs meet (`nearest_feasible`).
+      starts: designs to start from (projected onto the constraints first).
+      used: [D] bool, the dimensions some traffic crosses: designs that give one of them
+        (almost) no bandwidth are not evaluated.
+      limit: most evaluations.
+
+    Returns (design, its payload, designs evaluated). A lower bound does not depend on it:
+    a gap stays certified whatever design it returns."""
+    d = problem.num_dims
     evaluated: dict = {}
 
-    def value(x):
+    def cached(x):
         key = tuple(np.round(x, 12))
         if key not in evaluated:
-            t = simulate(inputs, x)
-            evaluated[key] = (objective_value(inputs, objective, power, x, float(t.time_ns)), t)
+            evaluated[key] = value(x)
         return evaluated[key]
 
     def usable(x):
@@ -307,19 +394,18 @@ def _refine(inputs: TraceInputs, problem, starts, objective: str, power, used):
 
     cands = [np.asarray(nearest_feasible(problem, np.asarray(x, np.float64))[0]) for x in starts]
     cands = [x for x in cands if usable(x)]
-    best = min(cands, key=lambda x: value(x)[0])
-    best_val = value(best)[0]
+    best = min(cands, key=lambda x: cached(x)[0])
+    best_val = cached(best)[0]
     moves = [np.eye(d)[i] - np.eye(d)[j] for i in range(d) for j in range(d) if i != j]
     moves += [sign * np.eye(d)[i] for i in range(d) for sign in (1.0, -1.0)]
     step = 0.25 * float(best.sum()) / d
-    limit = REFINE_EVALS * d
     while step > 1e-4 * float(best.sum()) / d and len(evaluated) < limit:
         for v in moves:
             x, _ = nearest_feasible(problem, np.maximum(best + step * v, 0.0))
             x = np.asarray(x, np.float64)
             if not usable(x) or np.allclose(x, best, rtol=0, atol=1e-12 * best.sum()):
                 continue
-            val, _ = value(x)
+            val, _ = cached(x)
             if val < best_val * (1 - 1e-12):
                 best, best_val = x, val
                 break
@@ -327,12 +413,11 @@ def _refine(inputs: TraceInputs, problem, starts, objective: str, power, used):
                 break
         else:
             step /= 2
-    return best, value(best)[1], len(evaluated)
+    return best, cached(best)[1], len(evaluated)
 
 
-def _start_point(inputs: TraceInputs) -> np.ndarray:
+def start_point(num_dims: int, spec: ConstraintSpec) -> np.ndarray:
     """A design to find the first path at: the equal split of the budget, else 1 GB/s per
     dimension (only which path is longest there matters)."""
-    d = inputs.network.num_dims
-    total = inputs.spec.total_bw_gbps
-    return np.full(d, float(total) / d if total else 1.0)
+    total = spec.total_bw_gbps
+    return np.full(num_dims, float(total) / num_dims if total else 1.0)
