@@ -87,6 +87,18 @@ class TraceTiming(NamedTuple):
         return self.start_ns[rep], self.end_ns[rep]
 
 
+def _relayed(geo: Geometry, match_to) -> bool:
+    """Whether a matched send's aware route has a hop on another NPU's link."""
+    pairs = {(a, b) for (a, _), (b, _) in match_to.items()}
+    for a, b in pairs:
+        try:
+            if any(x != a for x in geo.hop_sources(a, b, "")):
+                return True
+        except LibraInputError:  # a dimension without bandwidth: the send names it later
+            continue
+    return False
+
+
 def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                    classes: bool = True) -> TraceTiming:
     """Times a trace set the way ASTRA-sim runs it (module docstring): every class of ranks
@@ -133,7 +145,12 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     def pg_sig(r: int, tr: RankTrace) -> tuple:
         return ring_signature(trace, shapes, is_pg, r, tr)
 
-    cls = (rank_classes(trace, geo, match_to, match_from, pg_sig) if classes
+    # Aware sends that leave through other NPUs' links (a Ring route of several hops, a
+    # route over several dimensions): ranks of one class then load different NPUs' links
+    # (a pipeline's forward and backward messages meet on the links between the stages), so
+    # every rank is simulated and each hop queues on the link of the NPU it leaves.
+    relay = aware and _relayed(geo, match_to)
+    cls = (rank_classes(trace, geo, match_to, match_from, pg_sig) if classes and not relay
            else np.arange(trace.num_ranks, dtype=np.int64))
     reps = {}
     for r in range(trace.num_ranks):
@@ -370,8 +387,13 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             push(now + geo.hop_ns(rk.rank, dst, size / gib, what), "msg", (rk, i, to, j))
             return
         route = geo.route(rk.rank, dst, what, local=True)
-        m = P2P(rk, i, (to, j), own_links(route),
-                 [float(size / gib / bw[d]) for _, d in route], [lat_ns[d] for _, d in route])
+        ser = [float(size / gib / bw[d]) for _, d in route]
+        if relay:
+            m = P2P(rk, i, (to, j), tuple(link for link, _ in route), ser,
+                    [lat_ns[d] for _, d in route],
+                    [by_cls[x] for x in geo.hop_sources(rk.rank, dst, what)])
+        else:
+            m = P2P(rk, i, (to, j), own_links(route), ser, [lat_ns[d] for _, d in route])
         link_put(rk, m.path[0], (m, 0), now)
 
     def deliver(rk: Rank, i: int, to: Rank, j: int) -> None:
@@ -456,7 +478,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             elif kind == "arrive":
                 owner, hop = payload
                 if hop + 1 < len(owner.path):
-                    link_put(owner.rk, owner.path[hop + 1], (owner, hop + 1), now)
+                    link_put(owner.rk if type(owner) is Stream or owner.on is None
+                             else owner.on[hop + 1], owner.path[hop + 1], (owner, hop + 1), now)
                 elif type(owner) is P2P:
                     deliver(owner.rk, owner.node, *owner.target)
                 else:

@@ -104,6 +104,15 @@ class Geometry:
             cur = base + tc * self.strides[d]
         return out
 
+    def hop_sources(self, a: int, b: int, what: str) -> tuple[int, ...]:
+        """The NPU whose link carries each hop of `route` (a, b): the NPU the hop leaves
+        (a Switch's down hop: the NPU of its up hop)."""
+        out = []
+        for link, _ in self.route(a, b, what, local=False):
+            out.append(out[-1] if link[0] == "down" else
+                       link[1] if link[0] == "up" else link[0])
+        return tuple(out)
+
 
 def own_links(route) -> tuple:
     """The links of a route (`Geometry.route`, local names) that the one-NPU link model
@@ -133,11 +142,12 @@ class Stream:
 class P2P:
     """A send/recv message under the congestion-aware backend: the sender's links."""
 
-    __slots__ = ("rk", "node", "target", "path", "ser", "lat")
+    __slots__ = ("rk", "node", "target", "path", "ser", "lat", "on")
 
-    def __init__(self, rk, node, target, path, ser, lat):
+    def __init__(self, rk, node, target, path, ser, lat, on=None):
         self.rk, self.node, self.target, self.path, self.ser, self.lat = (rk, node, target,
                                                                           path, ser, lat)
+        self.on = on  # per hop, the simulated rank whose link it queues on (None: rk's)
 
 
 class Rank:
