@@ -63,6 +63,14 @@ all-reduces 16-64 MiB on dims {0, 1}, computes 1-50 us, 3-8 layers, both queue p
 
     python experiments/astrasim_heldout.py --kind disjoint_comm --cases 150 --seed 4 \
         --out experiments/results/astrasim_heldout4 --runs-dir /work/astra_ws/runs_heldout4
+
+``--kind disjoint_wide`` goes beyond it (:func:`draw_case_disjoint_wide`; ``draw_id``
+w<seed>_<index>): TP all-reduces 32 MiB - 1 GiB, 2-16 layers, DP all-reduce / ZeRO /
+reduce-scatter / all-gather 8-512 MiB, other disjoint TP / DP splits, 1-16 chunks, 1, 2 or 4
+queues, in-flight limit 1-16, local-mem-bw 1600, 1e6 or 100-1600 GB/s, Switch 2-8 / Ring 2-4:
+
+    python experiments/astrasim_heldout.py --kind disjoint_wide --cases 150 --seed 5 \
+        --out experiments/results/astrasim_heldout5 --runs-dir /work/astra_ws/runs_heldout5
 """
 from __future__ import annotations
 
@@ -229,7 +237,7 @@ def draw_case(seed: int, index: int) -> dict:
 # dimensions (TP 0-1, DP 2-3 of a 4-D Switch / Ring mix), or TP all-reduces over all four
 # dimensions beside ZeRO (reduce-scatter, then all-gather) on dims 1-3 of a FullyConnected /
 # Ring mix; finite local-memory bandwidth, 200-1000 ns per hop, 1 or 8 chunks.
-KINDS = ("random", "overlap_comm", "disjoint_comm")
+KINDS = ("random", "overlap_comm", "disjoint_comm", "disjoint_wide")
 
 
 def _comm_bound_layers(rng: random.Random, count: tuple[int, int], fwd_us: tuple[int, int],
@@ -367,8 +375,80 @@ def draw_case_disjoint_comm(seed: int, index: int) -> dict:
     }
 
 
+def draw_case_disjoint_wide(seed: int, index: int) -> dict:
+    """One drawn case of kind ``disjoint_wide``; ``draw_id`` w<seed>_<index>.
+
+    Issue 30 point 4 beyond ``disjoint_comm``: 4 dims, each Switch (2-8 NPUs) or Ring (2-4),
+    <= 128 NPUs; TP and DP on disjoint dims (TP {0, 1} / DP {2, 3} in 70 %, else TP {0} /
+    DP {1, 2, 3}, TP {0, 1, 2} / DP {3} or TP {2, 3} / DP {0, 1}); TP all_reduce fwd / bwd
+    32 MiB - 1 GiB; DP all_reduce (55 %), ZeRO (25 %), reduce_scatter or all_gather,
+    8 MiB - 512 MiB; forward computes 1-400 us, backward 1-50 us; 2-16 layers; 1, 2, 4, 8
+    or 16 chunks; latency 200-1000 ns; local-mem-bw 1600 (60 %), 1e6 or 100-1600 GB/s;
+    LIFO / FIFO; 1, 2 or 4 queues per dim; in-flight limit 1, 2, 4, 8 or 16; 25-400 GB/s
+    per dim; always dp_overlap, ring, localBWAware, 1 active chunk."""
+    rng = random.Random(seed * 1_000_003 + index + 13_131_313)
+    D = 4
+    while True:
+        topo = [rng.choice(("Switch", "Ring")) for _ in range(D)]
+        npd = [rng.randint(2, 8) if t == "Switch" else rng.randint(2, 4) for t in topo]
+        if math.prod(npd) <= MAX_NPUS:
+            break
+    bw = [int(round(_log_uniform(rng, 25, 400))) for _ in range(D)]
+    lat = ([rng.randint(200, 1000)] * D if rng.random() < 0.5
+           else [rng.randint(200, 1000) for _ in range(D)])
+    tp_dims, dp_dims = rng.choices((([0, 1], [2, 3]), ([0], [1, 2, 3]), ([0, 1, 2], [3]),
+                                    ([2, 3], [0, 1])), weights=(0.7, 0.1, 0.1, 0.1))[0]
+    dp_kind = rng.choices(("all_reduce", "zero", "reduce_scatter", "all_gather"),
+                          weights=(0.55, 0.25, 0.1, 0.1))[0]
+    g_dp = _group_size(npd, dp_dims)
+
+    def big(lo_mib, hi_mib, unit=4 * KIB):
+        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
+        return max(unit, int(round(s / unit)) * unit)
+
+    def us(lo, hi):
+        return int(round(_log_uniform(rng, lo, hi)))
+
+    layers = []
+    for _ in range(int(round(_log_uniform(rng, 2, 16)))):
+        ly = {"fwd_us": us(1, 400), "bwd_in_us": us(1, 50), "bwd_w_us": us(1, 50),
+              "tp_fwd": _coll("all_reduce", big(32, 1024), "tp"),
+              "tp_bwd": _coll("all_reduce", big(32, 1024), "tp")}
+        if dp_kind == "zero":
+            s = big(8, 512, unit=4 * KIB * g_dp)
+            ly["dp"] = [_coll("reduce_scatter", s, "dp"), _coll("all_gather", s // g_dp, "dp")]
+        else:
+            ly["dp"] = _coll(dp_kind, big(8, 512), "dp")
+        layers.append(ly)
+    u = rng.random()
+    lmb = 1600.0 if u < 0.6 else (1e6 if u < 0.8 else float(rng.randint(100, 1600)))
+    return {
+        "draw_id": f"w{seed}_{index:04d}",
+        "group": "disjoint_wide",
+        "network": "x".join(f"{SHORT_TOPO[t]}{n}" for t, n in zip(topo, npd)),
+        "topology": topo,
+        "npus_per_dim": npd,
+        "npus": math.prod(npd),
+        "bandwidth_GBps": bw,
+        "latency_ns": lat,
+        "endpoint_delay_ns": rng.randint(1, 10),
+        "chunks": rng.choice((1, 2, 4, 8, 16)),
+        "impl_per_dim": ["ring"] * D,
+        "collective_optimization": "localBWAware",
+        "scheduling_policy": rng.choice(("LIFO", "FIFO")),
+        "active_chunks_per_dim": 1,
+        "queues_per_dim": rng.choices((1, 2, 4), weights=(0.45, 0.4, 0.15))[0],
+        "local_mem_bw_GBps": lmb,
+        "max_inflight_comm": rng.choice((1, 2, 4, 8, 16)),
+        "deps": "dp_overlap",
+        "groups": {"tp": {"dims": tp_dims}, "dp": {"dims": dp_dims}},
+        "layers": layers,
+        "note": f"kind=disjoint_wide; tp=all_reduce/all_reduce; dp={dp_kind}",
+    }
+
+
 DRAWERS = {"random": draw_case, "overlap_comm": draw_case_overlap_comm,
-           "disjoint_comm": draw_case_disjoint_comm}
+           "disjoint_comm": draw_case_disjoint_comm, "disjoint_wide": draw_case_disjoint_wide}
 
 
 def case_for_backend(case: dict, backend: str) -> dict:
@@ -549,7 +629,8 @@ def main(argv=None):
                     help="random: the general space (draw_case); overlap_comm: the "
                          "communication-bound dp_overlap kinds of issue 30 point 4 "
                          "(draw_case_overlap_comm); disjoint_comm: its disjoint-dims "
-                         "words taken literally (draw_case_disjoint_comm)")
+                         "words taken literally (draw_case_disjoint_comm); disjoint_wide: "
+                         "beyond them (draw_case_disjoint_wide)")
     ap.add_argument("--out", default="experiments/results/astrasim_heldout")
     ap.add_argument("--astra-ws", default="/work/astra_ws")
     ap.add_argument("--gen", default=os.path.join(REF, "gen_workload_et.py"),
