@@ -36,7 +36,7 @@ from libra_jax.solvers import batch_run as BR
 from libra_jax.solvers import ipm
 from libra_jax.solvers.certificate import status_codes
 from libra_jax.solvers.solve import solve
-from libra_jax.types import Status
+from libra_jax.types import LibraInputError, Status
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -239,6 +239,52 @@ def test_a_plan_made_before_is_the_plan_made_again(monkeypatch):
         {(4, 4, 0, 1, 0, 0): (4, 4, 0, 1, 0, 0)}, {(4, 4, 0, 1, 0, 0): ("full", [256, 256])})
 
 
+def test_the_planner_rents_padding_until_it_has_paid_for_a_program(monkeypatch):
+    """Ski rental across calls (`batch_plan.Paid`, `paid_credit`): the padding earlier
+    calls paid, per (bucket, bucket it ran in), is taken off the estimated compilation of
+    a program that would have saved it, by hand; a mix whose small-bucket problems ran
+    padded in a compiled large program stays there on a first call and gets its own
+    program once the padding it paid exceeds a compilation; counts are keyed by powers of
+    two (a plan is made again only when one doubles)."""
+    small, large = (4, 8, 2, 1, 0, 0), (6, 16, 2, 1, 0, 0)
+    per = BP.problem_seconds(large) - BP.problem_seconds(small)
+    assert per == pytest.approx(10.5e-6 * (6 ** 1.2 * 2.6 - 4 ** 1.2 * 1.8))
+    assert BP.paid_credit(frozenset({(small, large, 1000)}), small) == pytest.approx(1000 * per)
+    assert BP.paid_credit(frozenset({(small, large, 1000)}), large) == 0.0
+    assert BP.paid_credit(frozenset({(large, (8, 16, 2, 1, 0, 0), 64)}), small) == 0.0
+    counts = {small: 3750, large: 1250}
+    compiled = frozenset({(large, 256, "full")})
+    assert set(BP.plan_buckets(counts, 256, compiled).values()) == {large}
+    paid = BP.Paid()
+    calls = 0
+    while BP.plan_buckets(counts, 256, compiled, paid=paid.key("k"))[small] == large:
+        paid.add("k", small, large, 3750)
+        paid.add("k", large, large, 1250)  # (a bucket in its own program pays nothing)
+        calls += 1
+        assert calls < 100
+    # it split once the padding paid (in the key's powers of two) neared a compilation
+    credit = BP.paid_credit(paid.key("k"), small)
+    assert credit > 0.5 * BP.COMPILE_SECONDS["full"] and 3750 * per * (calls - 1) < (
+        2 * BP.COMPILE_SECONDS["full"]), (calls, credit)
+    assert paid.key("k") == frozenset({(small, large, 1 << (3750 * calls).bit_length() - 1)})
+    assert BP.program_plan(small, 3750, 256, compiled, credit=1e9)[0] == pytest.approx(
+        15 * 256 * BP.problem_seconds(small) + BP.MIN_COMPILE_SHARE
+        * BP.COMPILE_SECONDS["full"] + 15 * BP.CHUNK_SECONDS["full"])
+
+
+def test_programs_noted_in_the_store_count_as_compiled(monkeypatch):
+    """A program another process compiled and stored (its note in the store: `STORE.note`)
+    is planned as compiled; notes of another kind, or damaged ones, are not."""
+    kind = B._kind(B.ipm.IpmConfig(), np.float64, jax.local_devices())
+    notes = (f"{kind!r}|{((4, 8, 2, 1, 0, 0), 256, 'full')!r}",
+             f"{kind!r}|((4, 8, 2",  # damaged
+             f"('other', 1)|{((6, 8, 2, 1, 0, 0), 256, 'full')!r}")
+    monkeypatch.setattr(B.STORE, "notes", lambda: notes)
+    monkeypatch.setattr(B, "_STORED", {})
+    assert ((4, 8, 2, 1, 0, 0), 256, "full") in B._compiled(kind)
+    assert not any(s[0] == (6, 8, 2, 1, 0, 0) for s in B._compiled(kind))
+
+
 def test_chunk_plan_covers_every_size_with_ladder_sizes():
     for n in [2, 15, 16, 17, 200, 1000, 1024, 1025, 12345]:
         plan = B.chunk_plan(n, 1024)
@@ -286,6 +332,41 @@ def test_an_iteration_limit_changes_no_result(monkeypatch):
     assert limits.count(4) == 4 and np.sum(ref[4][16:] > 4) >= 20  # (stopped, solved again)
     for a, b in zip(got, ref):
         np.testing.assert_array_equal(a, b)
+
+
+def test_buckets_side_by_side_give_each_buckets_own_results(monkeypatch):
+    """`run_buckets` runs several buckets' chunks in one pool (each bucket's first chunk,
+    then the rest of all, then what a limit stopped): every output equals that of running
+    each bucket alone (`run_bucket`), bit for bit, limits included."""
+    rng = np.random.default_rng(6)
+    run = dict(dtype=np.float64, devices=jax.local_devices()[:1], config=ipm.IpmConfig())
+    monkeypatch.setattr(BR, "LIMIT_MIN_CHUNKS", 0)
+    work = []
+    for d, k, n in ((3, 2, 70), (5, 3, 40)):
+        probs = [build(make_case(rng, d, k, "le_hi")) for _ in range(n)]
+        bucket = B.pad_concat([B.stack([p]) for p in probs], B.bucket_shape(probs[0]))
+        work.append((bucket, np.zeros(n), np.zeros(n, bool), [16] * -(-n // 16), "quick"))
+    together = BR.run_buckets(work, **run)
+    for (bucket, caps, ons, plan, tier), got in zip(work, together):
+        alone = B.run_bucket(bucket, caps, ons, plan=plan, tier=tier, **run)
+        assert len(got) == len(alone) == 7
+        for a, b in zip(got, alone):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_warm_up_calls_plan_finer_buckets_for_a_long_run():
+    """``calls`` (`warm_up`): the planner weighs a program's compilation over that many
+    calls: a mix that one call runs in one padded program gets programs of its own sizes
+    when it will be solved many times."""
+    small, large = (4, 8, 2, 1, 0, 0), (6, 16, 2, 1, 0, 0)
+    counts = {small: 3750, large: 1250}
+    assert set(BP.plan_buckets(counts, 256).values()) == {large}
+    assert BP.plan_buckets(counts, 256, calls=100) == {small: small, large: large}
+    cost_1 = BP.program_plan(small, 3750, 256, tiers=("full",))[0]
+    cost_100 = BP.program_plan(small, 3750, 256, tiers=("full",), calls=100)[0]
+    assert cost_1 - cost_100 == pytest.approx(0.99 * BP.COMPILE_SECONDS["full"])
+    with pytest.raises(LibraInputError, match="calls"):
+        B.warm_up([build(make_case(np.random.default_rng(0), 3, 2, "le_hi"))], calls=0)
 
 
 def test_the_iteration_limit_follows_the_sampled_iterations():

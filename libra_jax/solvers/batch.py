@@ -49,6 +49,7 @@ net.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from typing import NamedTuple
 
@@ -80,6 +81,7 @@ from libra_jax.solvers.batch_plan import (  # noqa: F401
     CHUNK_LADDER,
     CHUNK_SECONDS,
     COMPILE_SECONDS,
+    Paid,
     SINGLE_COMPILE_SHARE,
     SLOWDOWN,
     TIERS,
@@ -104,6 +106,7 @@ from libra_jax.solvers.batch_run import (  # noqa: F401
     finish,
     pad_one,
     run_bucket,
+    run_buckets,
 )
 
 # The engine's certificates are float64 (a float32 kernel is an explicit dtype choice): its
@@ -115,17 +118,52 @@ from libra_jax.solvers.batch_run import (  # noqa: F401
 _COMPILED: set = set()
 
 
+#: The padding this process's calls paid, per kind (`batch_plan.Paid`: the planner's ski
+#: rental).
+_PAID = Paid()
+
+
 def _compiled(kind) -> frozenset:
-    """(bucket, chunk size, tier) of the programs of ``kind`` this process has run."""
-    return frozenset((shape, c, tier) for k, shape, c, tier in _COMPILED if k == kind)
+    """(bucket, chunk size, tier) of the programs of ``kind`` this process has run, and of
+    those the executable store holds on disk from earlier processes (`_remember`): loading
+    one costs a small share of compiling it."""
+    mine = {(shape, c, tier) for k, shape, c, tier in _COMPILED if k == kind}
+    notes = STORE.notes()
+    key = (repr(kind), len(notes))
+    if key not in _STORED:
+        stored = set()
+        prefix = key[0] + "|"
+        for note in notes:
+            if note.startswith(prefix):
+                try:
+                    shape, c, tier = ast.literal_eval(note[len(prefix):])
+                    stored.add((tuple(int(x) for x in shape), int(c), str(tier)))
+                except (ValueError, SyntaxError, TypeError):
+                    continue  # (a damaged line: that program is compiled again if needed)
+        _STORED.clear()
+        _STORED[key] = frozenset(stored)
+    return frozenset(mine | _STORED[key])
+
+
+#: The stored programs of the last kind `_compiled` looked up, by (kind, notes read).
+_STORED: dict = {}
+
+
+def _remember(kind, shape, size, tier) -> None:
+    """Records a program this process ran (the planner's `_COMPILED`, and a note in the
+    executable store, which holds the program itself, for later processes)."""
+    if (kind, shape, size, tier) not in _COMPILED:
+        _COMPILED.add((kind, shape, size, tier))
+        STORE.note(f"{kind!r}|{(shape, size, tier)!r}")
 
 
 def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier,
-               fixed: bool = False) -> tuple[dict, dict]:
+               fixed: bool = False, calls: int = 1) -> tuple[dict, dict]:
     """`batch_plan.plan_call` of one call (`solve_batch`, `solve_stacked`, `warm_up`) with
-    ``counts`` problems per bucket, given what this process compiled for ``kind``."""
+    ``counts`` problems per bucket, given what this process compiled for ``kind`` (or
+    finds stored) and the padding its calls paid."""
     return plan_call(counts, max_chunk, frozenset() if fixed else _compiled(kind), tier,
-                     fixed)
+                     fixed, _PAID.key(kind), calls)
 
 
 def _kind(config, dtype, devices) -> tuple:
@@ -204,6 +242,9 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
         counts[shape] = counts.get(shape, 0) + size
     kind = _kind(config, dtype, devices)
     target, plans = _plan_call(counts, max_chunk, kind, tier, fixed_programs)
+    if not fixed_programs:
+        for shape, count in counts.items():
+            _PAID.add(kind, shape, target[shape], count)
     by_bucket: dict[tuple, list[int]] = {}
     for gi, shape in enumerate(shapes):
         by_bucket.setdefault(target[shape], []).append(gi)
@@ -212,15 +253,20 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     finite = np.zeros(n, bool)
     inside = np.zeros(n, bool)
     bws: list = [None] * len(groups)
+    orders, work = [], []
     for shape, gis in by_bucket.items():
         order = np.concatenate([np.arange(offsets[g], offsets[g + 1]) for g in gis])
-        bucket = pad_concat([groups[g] for g in gis], shape)
         c = caps[order]
         chosen, plan = plans[shape]
-        out = run_bucket(bucket, np.where(np.isfinite(c), c, 0.0), np.isfinite(c),
-                          dtype=dtype, plan=plan, devices=devices, config=config,
-                          tier=chosen, iteration_limit=iteration_limit)
-        _COMPILED.update((kind, shape, size, chosen) for size in plan)
+        orders.append(order)
+        work.append((pad_concat([groups[g] for g in gis], shape),
+                     np.where(np.isfinite(c), c, 0.0), np.isfinite(c), plan, chosen))
+    outs = run_buckets(work, dtype=dtype, devices=devices, config=config,
+                       iteration_limit=iteration_limit)
+    for (shape, gis), order, out in zip(by_bucket.items(), orders, outs):
+        chosen, plan = plans[shape]
+        for size in set(plan):
+            _remember(kind, shape, size, chosen)
         start = 0
         for g in gis:
             bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]
@@ -386,7 +432,7 @@ class WarmUp:
 @timed
 def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
             dtype=np.float64, chunk: int | None = None, devices=None, method: str = "ipm",
-            config=None, tier: str | None = None) -> WarmUp:
+            config=None, tier: str | None = None, calls: int = 1) -> WarmUp:
     """Compiles (or loads from the cache) the kernel programs that `solve_batch` will need
     for problems like ``problems``, so that a later call pays no compilation.
 
@@ -398,6 +444,12 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
       caps: as `solve_batch` (checked: ``method="optax"`` takes none; caps change no
         program); dtype, chunk, devices, method, config, tier: as `solve_batch` (pass
         ``tier="full"`` to prepare the fast-running programs of a long run).
+      calls: how many calls of ``count`` such problems the programs will serve (default
+        1): the planner weighs a program's compilation against the padding it saves over
+        that many calls, so a long run gets finer buckets (fewer padded dimensions and
+        phases) from its first call. Without it, `solve_batch` gets them by itself once
+        its calls have paid as much padding as compiling them costs (`batch_plan.Paid`),
+        and later processes find them stored.
 
     Returns:
       `WarmUp`: the programs and ``compile_seconds``. Programs already compiled in this
@@ -425,7 +477,8 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
         counts[shape] = counts.get(shape, 0) + 1
     counts = {shape: max(1, round(c * count / n)) for shape, c in counts.items()}
     kind = _kind(config, dtype, devices)
-    target, plans = _plan_call(counts, max_chunk, kind, _check_tier(tier))
+    calls = as_int(calls, "calls", 1, 10**9)
+    target, plans = _plan_call(counts, max_chunk, kind, _check_tier(tier), calls=calls)
     programs = []
     for shape, (chosen, plan) in plans.items():
         sample = next(first[s] for s in counts if target[s] == shape)
@@ -433,7 +486,7 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
         for size in sorted(set(plan)):  # (a cap changes no program: cap_on is an input)
             run_bucket(bucket, np.zeros(1), np.zeros(1, bool), dtype=dtype,
                         plan=[size], devices=devices, config=config, tier=chosen)
-            _COMPILED.add((kind, shape, size, chosen))
+            _remember(kind, shape, size, chosen)
             programs.append((shape, size, chosen))
     return WarmUp(programs)
 

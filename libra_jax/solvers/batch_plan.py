@@ -69,9 +69,12 @@ def bucket_shape(p: Problem) -> tuple[int, ...]:
 #:   slower per problem (~9 ms per chunk): a first call of a few hundred problems is over
 #:   sooner, a large one pays for the full tier.
 #:
-#: Per problem, at "full", a bucket (D, K, I, E, J, R) takes ~9 us x (D + J)^1.5 x
-#: (1 + (K + R) / 64) (measured 72-82 us at D 4, 162-220 us at D 8, 662 us at D 16 in
-#: chunks of 1024, whatever K). (Measured again on 2 cores of another machine for issue
+#: Per problem, at "full", a bucket (D, K, I, E, J, R) takes ~10.5 us x (D + J)^1.2 x
+#: (1 + (K + R) / 10) (first measured as 9 us x (D + J)^1.5, whatever K: 72-82 us at D 4,
+#: 162-220 us at D 8, 662 us at D 16 in chunks of 1024; the kernel of issue 30 depends
+#: more on K and less on D: CPU us per problem in chunks of 256, 2,048 problems of D 2-4
+#: and K 1-4 padded to each bucket (D, K, 2, 1), on 2 cores: D 4: 24, 33, 48, 64 at K 4,
+#: 8, 16, 24; D 6: 40, 50, 71, 99; D 8: 44, 60, 85, 106). (Measured again on 2 cores of another machine for issue
 #: 30: 2.2-2.3 s before the first chunk at "full", 0.6-0.9 s at "quick"; 45 us per
 #: problem at "full" in chunks of 256, 73 in chunks of 1024: both the compilation and the
 #: run were ~2.5x faster there, so their ratio, which is what the plans use, held.) The tiers give the same results (the same XLA graph; only
@@ -97,7 +100,7 @@ CHUNK_SECONDS = {"full": 2e-3, "quick": 9e-3}
 def problem_seconds(shape: tuple[int, ...], tier: str = "full") -> float:
     """Estimated kernel seconds per problem of bucket ``shape`` (see `TIERS`)."""
     d, k, _, _, j, r = shape
-    return 9e-6 * (d + j) ** 1.5 * (1.0 + (k + r) / 64.0) * SLOWDOWN[tier]
+    return 10.5e-6 * (d + j) ** 1.2 * (1.0 + (k + r) / 10.0) * SLOWDOWN[tier]
 
 
 def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -106,16 +109,26 @@ def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
                  compiled: frozenset = frozenset(),
-                 tiers=tuple(TIERS)) -> tuple[float, str, list[int]]:
+                 tiers=tuple(TIERS), credit: float = 0.0,
+                 calls: int = 1) -> tuple[float, str, list[int]]:
     """(estimated seconds, tier, chunk sizes) of the cheapest way to run ``n`` problems of
-    bucket ``shape``, given the programs (bucket, chunk size, tier) already ``compiled``."""
+    bucket ``shape``, given the programs (bucket, chunk size, tier) already ``compiled``
+    and the padding ``credit`` (seconds: what programs of this bucket would have saved the
+    calls before, `paid_credit`): a new program of the "full" tier costs that much less
+    to compile in the estimate (down to `MIN_COMPILE_SHARE` of it). ``calls``: how many
+    calls like this one a compiled program will serve (`warm_up`'s): its compilation
+    counts for 1 / ``calls`` of it in this one."""
     best = None
     for tier in tiers:
         sizes = {c for b, c, t in compiled if b == shape and t == tier}
+        compile_s = COMPILE_SECONDS[tier]
+        if tier == "full" and credit > 0.0:
+            compile_s = max(compile_s - credit, MIN_COMPILE_SHARE * compile_s)
+        compile_s /= calls
         plan = chunk_plan(n, max_chunk, sizes, problem_seconds(shape, tier),
-                          COMPILE_SECONDS[tier], CHUNK_SECONDS[tier])
+                          compile_s, CHUNK_SECONDS[tier])
         new = {c for c in plan if c not in sizes}
-        cost = (sum(plan) * problem_seconds(shape, tier) + COMPILE_SECONDS[tier] * len(new)
+        cost = (sum(plan) * problem_seconds(shape, tier) + compile_s * len(new)
                 + CHUNK_SECONDS[tier] * len(plan))
         if best is None or cost < best[0]:
             best = (cost, tier, plan)
@@ -123,7 +136,8 @@ def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
 
 
 def plan_buckets(counts: dict[tuple, int], max_chunk: int,
-                 compiled: frozenset = frozenset(), tiers=tuple(TIERS)) -> dict[tuple, tuple]:
+                 compiled: frozenset = frozenset(), tiers=tuple(TIERS),
+                 paid: frozenset = frozenset(), calls: int = 1) -> dict[tuple, tuple]:
     """Which bucket each bucket's problems run in: ``{bucket: target}``, a target being the
     bucket itself or a larger one (elementwise >=) they are padded up to.
 
@@ -135,7 +149,15 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     seconds first, while a merge saves any. A first call of a few hundred mixed problems
     thus compiles one quick program; a later call of thousands more compiles at most one
     optimised program, or reuses what is there while the padding costs less than a new
-    program would."""
+    program would.
+
+    Across calls, the padding is rent and a program is bought (ski rental): ``paid``
+    (`Paid.key`) holds the problems earlier calls of this process ran padded, per (bucket,
+    the bucket it ran in); what they would have saved in a bucket ``t`` (`paid_credit`) is
+    taken off the estimated compilation of ``t``'s program. A mix solved again and again
+    thus gets the finer programs once its padding has cost about what compiling them does
+    (at most twice the cost of the best choice in hindsight), and a call that repeats
+    nothing pays as before."""
 
     targets: dict[tuple, tuple] = {}  # (join, n) -> (cost, target), computed once each
 
@@ -143,7 +165,8 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
         if (join, n) not in targets:
             options = [join] + [shape for shape, _, _ in compiled
                                 if all(x >= y for x, y in zip(shape, join))]
-            targets[join, n] = min(((program_plan(t, n, max_chunk, compiled, tiers)[0], t)
+            targets[join, n] = min(((program_plan(t, n, max_chunk, compiled, tiers,
+                                                  paid_credit(paid, t), calls)[0], t)
                                     for t in set(options)), key=lambda ct: (ct[0], ct[1]))
         return targets[join, n]
 
@@ -174,11 +197,51 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     return {shape: c[1] for c in clusters for shape in c[4]}
 
 
+#: A program's estimated compilation never falls below this share of `COMPILE_SECONDS`
+#: whatever the padding credit (`program_plan`): its loading and first run are not free.
+MIN_COMPILE_SHARE = 0.01
+
+
+def paid_credit(paid: frozenset, shape: tuple[int, ...]) -> float:
+    """Estimated seconds the problems of ``paid`` (triples (bucket, bucket it ran in,
+    problems), `Paid.key`) would have saved running in ``shape`` instead: those whose
+    bucket fits ``shape``, each the difference of `problem_seconds` (full tier) where
+    ``shape`` is the smaller."""
+    here = problem_seconds(shape)
+    total = 0.0
+    for bucket, ran, n in paid:
+        if all(x <= y for x, y in zip(bucket, shape)):
+            total += n * max(problem_seconds(ran) - here, 0.0)
+    return total
+
+
+class Paid:
+    """The padding a process's calls paid, per kind of kernel program: problems per (bucket,
+    the larger bucket they ran in) (`plan_buckets`' ski rental). ``key(kind)`` gives them
+    with each count rounded down to a power of two, so that a plan made for a mix is taken
+    again (`_PLANS`) until a count doubles."""
+
+    def __init__(self) -> None:
+        self.counts: dict = {}
+
+    def add(self, kind, bucket: tuple, ran: tuple, n: int) -> None:
+        if bucket != ran and n > 0:
+            mine = self.counts.setdefault(kind, {})
+            mine[bucket, ran] = mine.get((bucket, ran), 0) + n
+
+    def key(self, kind) -> frozenset:
+        return frozenset((b, r, 1 << (n.bit_length() - 1))
+                         for (b, r), n in self.counts.get(kind, {}).items())
+
+
 def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tier,
-              fixed: bool = False) -> tuple[dict, dict]:
+              fixed: bool = False, paid: frozenset = frozenset(),
+              calls: int = 1) -> tuple[dict, dict]:
     """The plan of one call with ``counts`` problems per bucket: (``{bucket: target}`` from
     `plan_buckets`, ``{target: (tier, chunk sizes)}`` from `program_plan`), given the
-    programs ``compiled`` and the caller's ``tier`` (None: the cost model chooses). With
+    programs ``compiled``, the padding ``paid`` before (`Paid.key`), the ``calls`` like
+    it the programs will serve (`program_plan`) and the caller's ``tier`` (None: the cost
+    model chooses). With
     ``fixed`` (the engines' ``fixed_programs``) every bucket runs in its own program, in
     chunks of the largest `CHUNK_LADDER` size <= ``max_chunk``, at ``tier`` (None: "full"):
     a plan that depends on nothing but each problem's bucket. A plan depends on nothing
@@ -189,14 +252,15 @@ def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tie
                 {shape: (tier or "full", [size] * -(-n // size))
                  for shape, n in counts.items()})
     tiers = tuple(TIERS) if tier is None else (tier,)
-    key = (frozenset(counts.items()), max_chunk, compiled, tiers)
+    key = (frozenset(counts.items()), max_chunk, compiled, tiers, paid, calls)
     plan = _PLANS.get(key)
     if plan is None:
-        target = plan_buckets(counts, max_chunk, compiled, tiers)
+        target = plan_buckets(counts, max_chunk, compiled, tiers, paid, calls)
         totals: dict[tuple, int] = {}
         for shape, c in counts.items():
             totals[target[shape]] = totals.get(target[shape], 0) + c
-        plan = target, {shape: program_plan(shape, total, max_chunk, compiled, tiers)[1:]
+        plan = target, {shape: program_plan(shape, total, max_chunk, compiled, tiers,
+                                            paid_credit(paid, shape), calls)[1:]
                         for shape, total in totals.items()}
         if len(_PLANS) >= 256:
             _PLANS.clear()

@@ -130,26 +130,40 @@ def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="f
                iteration_limit=True):
     """Solves a padded stacked bucket in the chunks of ``plan`` (`chunk_plan`), with the
     programs of ``tier`` (`TIERS`); returns numpy arrays (bw [B, D], step_s, lb_s, violation,
+    iterations, finite, started_inside): `run_buckets` of one bucket."""
+    return run_buckets([(p, cap, cap_on, plan, tier)], dtype=dtype, devices=devices,
+                       config=config, iteration_limit=iteration_limit)[0]
+
+
+def run_buckets(buckets, *, dtype, devices, config, iteration_limit=True) -> list:
+    """Solves padded stacked buckets, each ``(problems, cap, cap_on, plan, tier)``: its
+    problems in the chunks of ``plan`` (`chunk_plan`) with the programs of ``tier``
+    (`TIERS`). Returns, per bucket, numpy arrays (bw [B, D], step_s, lb_s, violation,
     iterations, finite, started_inside). On one CPU device, two chunks run at a time from
     two threads (XLA runs one call on ~1.7 of 2 cores; two at a time took 0.175 s for what
-    one after the other took 0.25 s).
+    one after the other took 0.25 s), the chunks of every bucket in one pool: first each
+    bucket's first chunk (it compiles or loads its program, once, under the store's lock,
+    and its iterations are the first sample of its limit), then the other chunks of all
+    buckets, then the problems a limit stopped (below). Buckets thus run side by side: a
+    call split into several buckets keeps both cores busy as one bucket does.
 
     A chunk runs for its slowest problem's iterations. With the interior-point kernel and
-    more than `LIMIT_MIN_CHUNKS` chunks, the chunks after the first run under an iteration
-    limit (`_IterationLimit`) and the few problems it stops are solved again from their start,
-    in chunks of the size they ran in (the same program), without the limit: a problem's
-    iterations and result are those of one unlimited run, wherever and whenever it runs.
-    ``iteration_limit=False``: no limit in any chunk."""
-    n = p.lo.shape[0]
+    more than `LIMIT_MIN_CHUNKS` chunks in a bucket, the bucket's chunks after its first
+    run under an iteration limit (`_IterationLimit`, one per bucket) and the few problems it
+    stops are solved again from their start, in chunks of the size they ran in (the same
+    program), without the limit: a problem's iterations and result are those of one
+    unlimited run, wherever and whenever it runs. ``iteration_limit=False``: no limit in
+    any chunk."""
     ndev = len(devices)
-    if ndev == 1:
-        run = functools.partial(STORE.call, options=TIERS[tier])
-    else:  # (sharded: jit's own cache and options)
-        run = _call_jit
     is_ipm = isinstance(config, ipm.IpmConfig)
     max_iter = config.max_iter if is_ipm else 0
 
-    def chunk(rows, size, limit):
+    def chunk(b, rows, size, limit):
+        p, cap, cap_on, _, tier = buckets[b]
+        if ndev == 1:
+            run = functools.partial(STORE.call, options=TIERS[tier])
+        else:  # (sharded: jit's own cache and options)
+            run = _call_jit
         size = -(-size // ndev) * ndev
         idx = np.concatenate([rows, np.full(size - len(rows), rows[0])])  # padded: a repeat
         part, c, on = take(p, idx), cap[idx], cap_on[idx]
@@ -169,16 +183,21 @@ def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="f
                               out.started_inside, out.done))
         return [np.asarray(x)[:len(rows)] for x in got]
 
-    starts = np.concatenate([[0], np.cumsum(plan)[:-1]]).astype(int)
-    jobs = [(np.arange(a, min(a + c, n)), int(c)) for a, c in zip(starts, plan) if a < n]
+    jobs, limits = [], []  # jobs: (bucket, rows, size), in each bucket's chunk order
+    for b, (p, _, _, plan, _) in enumerate(buckets):
+        n = p.lo.shape[0]
+        starts = np.concatenate([[0], np.cumsum(plan)[:-1]]).astype(int)
+        mine = [(b, np.arange(a, min(a + c, n)), int(c)) for a, c in zip(starts, plan)
+                if a < n]
+        jobs += mine
+        limits.append(_IterationLimit(max_iter, n, iteration_limit
+                                      and len(mine) > LIMIT_MIN_CHUNKS and is_ipm))
     threads = len(jobs) > 1 and ndev == 1 and devices[0].platform == "cpu"
-    limits = _IterationLimit(max_iter, n,
-                             iteration_limit and len(jobs) > LIMIT_MIN_CHUNKS and is_ipm)
 
-    def job(rows, size):
-        limit = limits.current(size)
-        out = chunk(rows, size, limit)
-        limits.observe(out[4], limit)
+    def job(b, rows, size):
+        limit = limits[b].current(size)
+        out = chunk(b, rows, size, limit)
+        limits[b].observe(out[4], limit)
         return out, limit
 
     def run_all(todo):
@@ -188,23 +207,34 @@ def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="f
                 return list(pool.map(float64(lambda j: job(*j)), todo))
         return [job(*j) for j in todo]
 
-    # The first chunk alone: it compiles (or loads) the program once, before the threads,
-    # and its iterations are the first sample of the limit.
-    done = [job(*jobs[0])] + run_all(jobs[1:])
-    cols = [np.concatenate(c) for c in zip(*(out for out, _ in done))]
+    firsts = [i for i, j in enumerate(jobs) if i == 0 or jobs[i - 1][0] != j[0]]
+    rest = [i for i in range(len(jobs)) if i not in set(firsts)]
+    done = [None] * len(jobs)
+    for i, out in zip(firsts, run_all([jobs[i] for i in firsts])):
+        done[i] = out
+    for i, out in zip(rest, run_all([jobs[i] for i in rest])):
+        done[i] = out
+    results = []
+    for b in range(len(buckets)):
+        mine = [i for i, j in enumerate(jobs) if j[0] == b]
+        results.append([np.concatenate(c) for c in zip(*(done[i][0] for i in mine))])
     # Problems stopped by a limit: solved again without one, in chunks of their size.
-    again: dict[int, list] = {}
-    for (rows, size), (out, limit) in zip(jobs, done):
-        if limit < max_iter:
-            stopped = rows[~out[7] & (out[4] >= limit)]
-            again.setdefault(size, []).extend(stopped.tolist())
-    redo = [(np.asarray(rows[i:i + size]), size) for size, rows in again.items()
-            for i in range(0, len(rows), size)]
-    limits.stop()
-    for (rows, _), (out, _) in zip(redo, run_all(redo)):
-        for col, vals in zip(cols, out):
+    redo = []
+    for b in range(len(buckets)):
+        again: dict[int, list] = {}
+        for i in (i for i, j in enumerate(jobs) if j[0] == b):
+            _, rows, size = jobs[i]
+            out, limit = done[i]
+            if limit < max_iter:
+                stopped = rows[~out[7] & (out[4] >= limit)]
+                again.setdefault(size, []).extend(stopped.tolist())
+        redo += [(b, np.asarray(rows[i:i + size]), size) for size, rows in again.items()
+                 for i in range(0, len(rows), size)]
+        limits[b].stop()
+    for (b, rows, _), (out, _) in zip(redo, run_all(redo)):
+        for col, vals in zip(results[b], out):
             col[rows] = vals
-    return cols[:7]
+    return [cols[:7] for cols in results]
 
 
 #: Chunks a bucket needs before the iteration limit is worth sampling (`run_bucket`).

@@ -247,8 +247,45 @@ class ExecutableStore:
         self._memory: dict[tuple, Any] = {}
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
+        self._notes: list | None = None
+        self._notes_at: pathlib.Path | None = None
         self.loaded = 0  # executables read from disk in this process
         self.compiled = 0  # executables compiled in this process
+
+    def notes(self) -> tuple:
+        """The lines noted (`note`) in this store's folder for this code and machine, by
+        this process and earlier ones (read once per process, then kept up to date)."""
+        path = self._notes_path()
+        if self._notes is None or path != self._notes_at:  # (the folder may change)
+            self._notes, self._notes_at = [], path
+            if path is not None:
+                try:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    text = ""
+                self._notes = list(dict.fromkeys(x for x in text.splitlines() if x))
+        return tuple(self._notes)
+
+    def note(self, line: str) -> None:
+        """Appends one line (no newline in it) to the store's notes (e.g. which bucket
+        program a kernel executable is, for the batch planner); kept in memory without a
+        folder, or when the folder cannot be written."""
+        notes = self.notes()
+        if line in notes or "\n" in line:
+            return
+        self._notes.append(line)
+        path = self._notes_path()
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "a", encoding="utf-8") as f:  # (one short append: atomic)
+                    f.write(line + "\n")
+            except OSError:
+                pass
+
+    def _notes_path(self) -> pathlib.Path | None:
+        folder = self.folder()
+        return None if folder is None else folder / f"notes-{self._key('notes')[:24]}.txt"
 
     def programs(self, fn: Callable | None = None) -> int:
         """Executables in memory (of ``fn`` only, if given)."""
