@@ -288,3 +288,81 @@ def test_commands(files, tmp_path):
     assert proc.returncode != 0
     assert "set exactly one of workloads[0].file" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ libra-scan
+
+
+def scan_config(workloads, *, npus=8, min_dims=2, max_dims=2, budgets=(300.0,)):
+    from libra_jax.studies import scan
+    return scan.ScanConfig(
+        space=scan.SpaceConfig(npus=npus, min_dims=min_dims, max_dims=max_dims,
+                               blocks=["Ring", "Switch"], budgets_gbps=list(budgets),
+                               cost_model="cost_model/3d_cost_model.yml",
+                               tier_order=["InterPackage", "InterNode", "InterPod"]),
+        workloads=[scan.ScanWorkloadConfig(**w) for w in workloads])
+
+
+def test_scan_rows_of_a_trace_are_libra_train_on_that_design(files):
+    """A scan of the two-stage trace and a workload file: every trace row is what
+    libra-train on a trace (`train_trace`) finds on that network and budget (same design,
+    same simulated step), its gap is certified, its mapping reads ``trace``; the file's
+    rows are solved as before."""
+    from libra_jax.studies import scan
+    from libra_jax.studies.job.trace import train_trace
+    from libra_jax.studies.job.config import WorkloadConfig
+    space = scan.make_space(scan_config([dict(chakra_et=str(files / "a"), name="A"),
+                                         dict(file="workload/GPT_3.txt", tp=2)]))
+    designs = list(scan.iter_designs(space))
+    rows = scan.solve_designs(designs, space)
+    traced = [r for r in rows if r["workload"] == "A"]
+    assert {r["dims"] for r in traced} == {"2x4", "4x2"} and len(traced) == 8
+    assert all(r["mapping"] == "trace" for r in traced)
+    assert all(r["mapping"] != "trace" for r in rows if r["workload"] != "A")
+    for r in traced[:3]:
+        npus = [int(n) for n in r["dims"].split("x")]
+        blocks = ["Ring" if b == "Ring" else "Switch" for b in r["blocks"].split("-")]
+        c = LibraConfig(network=NetworkConfig(topology=blocks, npus=npus),
+                        constraints=ConstraintsConfig(total_bw_gbps=300.0),
+                        model=TimeModel.pipelined,
+                        workload=WorkloadConfig(chakra_et=str(files / "a")))
+        run = train_trace(c)
+        np.testing.assert_array_equal(r["bandwidth_gbps"], run.bandwidth_gbps)
+        assert r["step_time_ns"] == run.exact_step_ns
+        lb = run.result.lower_bound
+        assert r["optimality_gap"] == pytest.approx((run.exact_step_ns - lb) / lb, abs=1e-15)
+        assert 0 <= r["optimality_gap"] < 1e-6  # no contention in this step: the bound is exact
+        assert r["time_x_cost"] == r["step_time_ns"] * r["network_cost_usd"]
+
+
+def test_scan_of_a_pg_name_trace_reads_every_dimension_count():
+    """The shipped llm8 trace has only pg_name groups: it fits every shape of 8 NPUs, read
+    once per dimension count (1 to 3)."""
+    from libra_jax.studies import scan
+    groups = str(ROOT / "libra_jax/data/traces/llm8/comm_groups.json")
+    space = scan.make_space(scan_config([dict(chakra_et="traces/llm8/wl", comm_groups=groups)],
+                                        min_dims=1, max_dims=3))
+    assert sorted(space.workloads[0].trace.sets) == [1, 2, 3]
+    assert space.workloads[0].name == "wl"
+
+
+@pytest.mark.parametrize("workloads, kw, words", [
+    ([dict(chakra_et="A")], dict(max_dims=3),
+     "workloads[0].chakra_et='A' does not fit the shapes of 3 dimensions the scan covers"),
+    ([dict(chakra_et="A")], dict(npus=16), "8 ranks but space.npus = 16"),
+    ([dict(chakra_et="A", file="workload/GPT_3.txt")], {},
+     "workloads[0]: set exactly one of workloads[0].file"),
+    ([dict(name="x")], {}, "workloads[0]: set exactly one of"),
+    ([dict(chakra_et="A", tp=2)], {}, "a trace set's mapping is in the trace"),
+    ([dict(file="workload/GPT_3.txt", comm_groups="g.json")], {},
+     "workloads[0].comm_groups='g.json' is the groups of a trace set"),
+    ([dict(chakra_et="nowhere/wl")], {}, "workloads[0].chakra_et = 'nowhere/wl': no trace"),
+])
+def test_scan_refuses_traces_that_do_not_fit(files, workloads, kw, words):
+    from libra_jax.studies import scan
+    workloads = [{k: (str(files / "a") if v == "A" else v) for k, v in w.items()}
+                 for w in workloads]
+    words = words.replace("'A'", repr(str(files / "a")))
+    with pytest.raises(LibraInputError) as e:
+        scan.make_space(scan_config(workloads, **kw))
+    assert words in str(e.value)

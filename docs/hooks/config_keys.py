@@ -160,8 +160,18 @@ SCAN = {
                              "of the smallest key >= n_0 x ... x n_d; designs whose tier's "
                              "`ReachM` is shorter are skipped. null: no reach check"),
     "workloads": ("-", "the scanned workloads, each with its parallel degrees"),
-    "workloads[i].file": ("path", "ASTRA-sim text (`.txt`) or native YAML workload"),
-    "workloads[i].name": ("-", "its name in the rows (default: the file stem)"),
+    "workloads[i].file": ("path", "ASTRA-sim text (`.txt`) or native YAML workload (exactly "
+                          "one of `file` and `chakra_et`)"),
+    "workloads[i].chakra_et": ("path prefix", "a Chakra trace set instead (`file: null`): fits "
+                               "only `space.npus` = its ranks and the dimension counts its "
+                               "`involved_dim` lists fit (refused up front otherwise); each "
+                               "design's step simulated at the best design of the cutting "
+                               "plane and pattern search, its certified gap as "
+                               "`optimality_gap`; mapping `trace`"),
+    "workloads[i].comm_groups": ("path", "the trace set's `pg_name` groups (as "
+                                 "`workload.comm_groups`)"),
+    "workloads[i].name": ("-", "its name in the rows (default: the file stem, or the trace "
+                          "prefix's last part)"),
     "workloads[i].tp": ("NPUs", "tensor-parallel degree: the Forward / InputGrad group, filled "
                         "from the innermost dimension outward"),
     "workloads[i].dp": ("NPUs", "data-parallel degree: the WeightGrad group (the rest); null: "

@@ -60,13 +60,17 @@ def choice(kind: type[enum.Enum], value, key: str):
 
 @dataclasses.dataclass
 class ScanWorkloadConfig:
-    """A workload and its parallelisation (tp * dp must equal space.npus)."""
+    """A workload and its parallelisation (tp * dp must equal space.npus), or an imported
+    Chakra trace set (``chakra_et``, with ``file: null``; its mapping is in the trace:
+    `studies.scan.traces`). Exactly one of ``file`` and ``chakra_et``."""
 
-    file: str = "workload/GPT_3.txt"  # ASTRA-sim text (.txt) or native YAML workload
-    name: Optional[str] = None  # default: file stem
+    file: Optional[str] = None  # ASTRA-sim text (.txt) or native YAML workload
+    name: Optional[str] = None  # default: file stem (a trace: its prefix's last part)
     tp: int = 1  # tensor-parallel degree: Forward / InputGrad communicator size
     dp: Optional[int] = None  # data-parallel degree: WeightGrad; null -> npus / tp
     mapping: Mapping = Mapping.fixed  # fixed | search: also scan where TP and DP sit
+    chakra_et: Optional[str] = None  # <prefix> of <prefix>.<rank>.et(.gz): ranks = space.npus
+    comm_groups: Optional[str] = None  # its pg_name groups (JSON {"<id>": [npus...]})
 
 
 @dataclasses.dataclass
@@ -134,7 +138,7 @@ class ReportConfig:
 class ScanConfig:
     space: SpaceConfig = dataclasses.field(default_factory=SpaceConfig)
     workloads: List[ScanWorkloadConfig] = dataclasses.field(
-        default_factory=lambda: [ScanWorkloadConfig()]
+        default_factory=lambda: [ScanWorkloadConfig(file="workload/GPT_3.txt")]
     )
     scan: RunConfig = dataclasses.field(default_factory=RunConfig)
     report: ReportConfig = dataclasses.field(default_factory=ReportConfig)

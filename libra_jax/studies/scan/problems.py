@@ -47,6 +47,7 @@ from libra_jax.studies.scan.space import (
     ScanWorkload,
     fixed_placement,
 )
+from libra_jax.studies.scan.traces import solve_trace_design
 from libra_jax.types import LibraInputError
 
 
@@ -110,6 +111,7 @@ class ChunkBuilder:
         self._traffic: dict = {}
         self._nets: dict = {}
         self._physics: dict = {}
+        self.traces: dict = {}  # (shape, blocks, workload, budget, MaxGbps) -> `_trace_row`
 
     def mapping(self, design: Design) -> Placement:
         """The design's TP/DP placement (its own, or its workload's fixed mapping)."""
@@ -233,6 +235,20 @@ def solve_designs(
     solver = batch.solve_stacked if solver is None else solver
     builder = ChunkBuilder(space) if builder is None else builder
     timings = {} if timings is None else timings
+    traced = [i for i, x in enumerate(designs) if space.workloads[x.workload].trace is not None]
+    if traced:  # trace sets: one cutting plane per design (`traces`), the rest as below
+        rows: list = [None] * len(designs)
+        t0 = time.perf_counter()
+        for i in traced:
+            rows[i] = _trace_row(designs[i], space, builder)
+        timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0)
+        rest = [i for i in range(len(designs)) if rows[i] is None]
+        if rest:
+            for i, row in zip(rest, solve_designs(
+                    [designs[i] for i in rest], space, dedup=dedup, solve_chunk=solve_chunk,
+                    dtype=dtype, solver=solver, builder=builder, timings=timings)):
+                rows[i] = row
+        return rows
     t0 = time.perf_counter()
     nets = [builder.network(x) for x in designs]
     mappings = [builder.mapping(x) for x in designs]
@@ -263,35 +279,59 @@ def solve_designs(
                  tier="full", fixed_programs=True, iteration_limit=False)
     t2 = time.perf_counter()
     rows = []
-    static_w = space.npus * space.npu_w
     for x, (net, rates), (power_rates, _), mapping, j in zip(designs, nets, physics, mappings,
                                                              which):
-        bw = np.asarray(res.bandwidth_gbps[j], np.float64)
-        step = float(res.step_time_ns[j])
-        cost = float(rates @ bw)
-        power = {} if power_rates is None else _power_columns(power_rates, bw, step, static_w)
-        rows.append({
-            "design_id": x.design_id,
-            "workload": space.workloads[x.workload].name,
-            "notation": net.notation,
-            "dims": "x".join(str(n) for n in x.shape),
-            "blocks": "-".join(x.blocks),
-            "tiers": "-".join(x.tiers),
-            "mapping": mapping.describe(),
-            "npus": space.npus,
-            "budget_gbps": x.budget_gbps,
-            "bandwidth_gbps": bw.tolist(),
-            "step_time_ns": step,
-            "network_cost_usd": cost,
-            "time_x_cost": step * cost,
-            **power,
-            "optimality_gap": float(res.optimality_gap[j]),
-            "max_violation": float(res.max_violation[j]),
-            "status": res.status[j],
-        })
+        rows.append(_row(x, space, net, rates, power_rates, mapping.describe(),
+                         np.asarray(res.bandwidth_gbps[j], np.float64),
+                         float(res.step_time_ns[j]), float(res.optimality_gap[j]),
+                         float(res.max_violation[j]), res.status[j]))
     timings["build"] = timings.get("build", 0.0) + (t1 - t0) + (time.perf_counter() - t2)
     timings["solve"] = timings.get("solve", 0.0) + (t2 - t1)
     return rows
+
+
+def _row(x: Design, space: ScanSpace, net: Network, rates, power_rates, mapping: str, bw,
+         step: float, gap: float, violation: float, status: str) -> dict:
+    """A design's result row (`files.COLUMNS`, and the power columns with Energy)."""
+    cost = float(rates @ bw)
+    power = ({} if power_rates is None else
+             _power_columns(power_rates, bw, step, space.npus * space.npu_w))
+    return {
+        "design_id": x.design_id,
+        "workload": space.workloads[x.workload].name,
+        "notation": net.notation,
+        "dims": "x".join(str(n) for n in x.shape),
+        "blocks": "-".join(x.blocks),
+        "tiers": "-".join(x.tiers),
+        "mapping": mapping,
+        "npus": space.npus,
+        "budget_gbps": x.budget_gbps,
+        "bandwidth_gbps": bw.tolist(),
+        "step_time_ns": step,
+        "network_cost_usd": cost,
+        "time_x_cost": step * cost,
+        **power,
+        "optimality_gap": gap,
+        "max_violation": violation,
+        "status": status,
+    }
+
+
+def _trace_row(x: Design, space: ScanSpace, builder: ChunkBuilder) -> dict:
+    """A trace workload's design (`traces.solve_trace_design`): its simulated step at the
+    optimum of the trace's convex bound, the certified gap as ``optimality_gap``, mapping
+    ``trace``."""
+    net, rates = builder.network(x)
+    power_rates, upper = builder.physics(x)
+    key = (x.shape, x.blocks, x.workload, x.budget_gbps, tuple(upper.tolist()))
+    if key not in builder.traces:  # tiers only price the design
+        if len(builder.traces) > 1024:
+            builder.traces.clear()
+        builder.traces[key] = solve_trace_design(space.workloads[x.workload].trace, net,
+                                                 x.budget_gbps, upper)
+    out = builder.traces[key]
+    return _row(x, space, net, rates, power_rates, "trace", out["bandwidth_gbps"],
+                out["step_ns"], out["gap"], out["max_violation"], out["status"])
 
 
 def _power_columns(power_rates: np.ndarray, bw: np.ndarray, step_ns: float,

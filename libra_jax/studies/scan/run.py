@@ -70,7 +70,7 @@ def _fingerprint(cfg: ScanConfig, space: ScanSpace, fmt: Format) -> dict:
     fp = {
         "space": spc,
         "cost_model": cm.tiers,
-        "workloads": [dataclasses.asdict(w) for w in cfg.workloads],
+        "workloads": [_workload_identity(w) for w in cfg.workloads],
         "chunk_size": cfg.scan.chunk_size,
         "format": fmt.value,
     }
@@ -79,6 +79,16 @@ def _fingerprint(cfg: ScanConfig, space: ScanSpace, fmt: Format) -> dict:
     if physical:  # LIBRA's cost models have none: their fingerprint is unchanged
         fp["catalogue"] = physical
     return fp
+
+
+def _workload_identity(w) -> dict:
+    """A scan workload's entry of the fingerprint: its fields, without the trace keys when
+    they are null (the identity of a scan of workload files is what it was before them)."""
+    out = dataclasses.asdict(w)
+    for key in ("chakra_et", "comm_groups"):
+        if out.get(key) is None:
+            out.pop(key, None)
+    return out
 
 
 def peak_rss_mb() -> float:

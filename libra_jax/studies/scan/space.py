@@ -54,6 +54,7 @@ from libra_jax.studies.scan.config import (
     SpaceConfig,
     choice,
 )
+from libra_jax.studies.scan.traces import load_scan_trace, trace_name
 from libra_jax.types import BLOCK_ABBREV, BLOCKS, LibraInputError, show
 
 
@@ -92,6 +93,7 @@ class ScanWorkload:
     collective: np.ndarray  # [L, 3] int Collective codes
     size_bytes: np.ndarray  # [L, 3] float64
     mapping: Mapping = Mapping.fixed  # fixed | search (`workload_placements`)
+    trace: object = None  # an imported trace set (`traces.ScanTrace`), or None: a file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,9 +128,25 @@ class Design(NamedTuple):
     mapping: Placement | None = None
 
 
-def _load_scan_workload(w: ScanWorkloadConfig, npus: int, index: int) -> ScanWorkload:
+def _load_scan_workload(w: ScanWorkloadConfig, npus: int, index: int,
+                        dims: tuple[int, ...]) -> ScanWorkload:
     key = f"workloads[{index}]"
     as_instance(w, ScanWorkloadConfig, key)
+    if (w.file is None) == (w.chakra_et is None):
+        raise LibraInputError(
+            f"{key}: set exactly one of {key}.file (a workload file) and {key}.chakra_et (a "
+            f"Chakra trace set); got file={show(w.file)} and chakra_et={show(w.chakra_et)}.")
+    if w.comm_groups is not None and w.chakra_et is None:
+        raise LibraInputError(
+            f"{key}.comm_groups={show(w.comm_groups)} is the groups of a trace set, but "
+            f"{key}.chakra_et is null; set {key}.comm_groups=null or give the trace set.")
+    if w.chakra_et is not None:
+        if w.name is not None:
+            as_str(w.name, f"{key}.name")
+        trace = load_scan_trace(w, npus, dims, index)
+        return ScanWorkload(name=trace_name(w, trace), tp=1, compute_s=0.0,
+                            collective=np.zeros((0, 3), np.int32),
+                            size_bytes=np.zeros((0, 3)), trace=trace)
     path = resolve_path(w.file, f"{key}.file")
     as_int(w.tp, f"{key}.tp", 1, LIMITS.max_npus)
     if w.dp is not None:
@@ -333,7 +351,7 @@ def make_space(cfg: ScanConfig) -> ScanSpace:
     if not cfg.workloads:
         raise LibraInputError("workloads is empty; give at least one workload.")
     workloads = tuple(
-        _load_scan_workload(w, s.npus, i) for i, w in enumerate(cfg.workloads)
+        _load_scan_workload(w, s.npus, i, dims) for i, w in enumerate(cfg.workloads)
     )
     return ScanSpace(
         npus=int(s.npus), dims=dims, min_dim_size=int(s.min_dim_size),
