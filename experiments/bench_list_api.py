@@ -2,7 +2,7 @@
 side by side in one run (issue 30, point 3).
 
     python experiments/bench_list_api.py [--n 10000] [--rounds 5] [--loop 200]
-        [--baseline DIR] [--out FILE]
+        [--calls N] [--baseline DIR] [--out FILE]
 
 Two mixes of ``--n`` bounded problems:
 
@@ -14,7 +14,11 @@ Two mixes of ``--n`` bounded problems:
 * "coldstart": `bench_coldstart.random_problems` (D 2-5, K 1-8, bounds, a total as == or <=),
   the mix of the cold-start table.
 
-Each mix, in a fresh process: a first call of each path (compiles), then ``--rounds`` rounds
+Each mix, in a fresh process with an empty executable store of its own: a first call of
+each path (compiles), with ``--calls N`` then `warm_up` of the list's problems for a study
+of N such calls (the planner weighs each program's compilation over them and compiles the
+finer buckets a long study pays for; without it the planner gets them by itself once its
+calls have paid that much padding, `batch_plan.Paid`), then ``--rounds`` rounds
 of both paths, alternating, each on other values (another replica draw or seed), timed from
 the raw inputs (nested lists, floats) to the results:
 
@@ -45,6 +49,7 @@ import pathlib
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -148,17 +153,25 @@ def spread(values) -> str:
     return f"{np.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-def measure(mix: str, n: int, rounds: int) -> dict:
-    """A first call of each path (it compiles), then ``rounds`` rounds of both, alternating,
-    each on other values."""
+def measure(mix: str, n: int, rounds: int, calls: int = 0) -> dict:
+    """A first call of each path (it compiles), then with ``calls`` a `warm_up` of the
+    list's problems for that many calls (a long study: the planner weighs compilation over
+    them, `batch_plan.program_plan`), then ``rounds`` rounds of both, alternating, each on
+    other values."""
     make = MIXES[mix]
     first = {how: run_path(how, make(n, 1)) for how in ("list", "stacked")}
+    warm = {"seconds": 0.0, "compile": 0.0, "programs": 0}
+    if calls:
+        t0 = time.perf_counter()
+        w = lj.warm_up(build_list(make(n, 1)), calls=calls)
+        warm = {"seconds": time.perf_counter() - t0, "compile": w.compile_seconds,
+                "programs": len(w.programs)}
     out = {"list": [], "stacked": []}
     for r in range(rounds):
         raw = make(n, 2 + r)
         for how in (("list", "stacked") if r % 2 == 0 else ("stacked", "list")):
             out[how].append(run_path(how, raw))
-    return dict(first=first, rounds=out)
+    return dict(first=first, rounds=out, warm=warm)
 
 
 BASELINE = r"""
@@ -166,20 +179,24 @@ import json, sys
 sys.path.insert(1, {exp!r})
 import libra_jax, bench_list_api as b
 assert libra_jax.__file__.startswith({lib!r}), libra_jax.__file__
-m = b.measure({mix!r}, {n}, {rounds})
+m = b.measure({mix!r}, {n}, {rounds}, {calls})
 for x in [*m["first"].values(), *m["rounds"]["list"], *m["rounds"]["stacked"]]:
     x["step"] = [float(v) for v in x["step"]]
 print("RESULT " + json.dumps(m))
 """
 
 
-def baseline(lib: pathlib.Path, mix: str, n: int, rounds: int) -> dict:
+def baseline(lib: pathlib.Path, mix: str, n: int, rounds: int, calls: int = 0,
+             cache: str | None = None) -> dict:
     """`measure` in a fresh process that imports ``libra_jax`` from ``lib`` (a folder holding
     another version of the package, e.g. ``git archive <commit> libra_jax | tar -x -C
-    lib``, or this checkout)."""
+    lib``, or this checkout), with its executable store in ``cache`` (a folder of its own:
+    none of another run's programs; None: the default folder)."""
     code = BASELINE.format(exp=str(ROOT / "experiments"), lib=str(lib), mix=mix, n=n,
-                           rounds=rounds)
+                           rounds=rounds, calls=calls)
     env = dict(os.environ, PYTHONPATH=str(lib))
+    if cache is not None:
+        env["LIBRA_JAX_CACHE_DIR"] = cache
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=3600, cwd=str(lib))  # (not the checkout: its libra_jax)
     if p.returncode != 0:
@@ -200,7 +217,9 @@ def rows(mix: str, label: str, m: dict, n: int, loop_rate: float) -> list[str]:
             f"{np.median(rates):,.0f} | {np.median(rates) / loop_rate:.0f}x "
             f"({min(rates) / loop_rate:.0f}-{max(rates) / loop_rate:.0f}x) | "
             f"{min(x['ok'] for x in runs)}/{n} | {first['total']:.2f} "
-            f"(compile {first['compile']:.2f}) |")
+            f"(compile {first['compile']:.2f}) | "
+            + (f"{m['warm']['seconds']:.1f} ({m['warm']['programs']} programs) |"
+               if how == "list" and m.get("warm", {}).get("programs") else " |"))
     return out
 
 
@@ -214,6 +233,9 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", type=pathlib.Path,
                     help="also measure the libra_jax package in this folder (an earlier "
                          "version), in a fresh process, between the loop's two runs")
+    ap.add_argument("--calls", type=int, default=0,
+                    help="after the first calls, warm_up(calls=N) for a study of N calls "
+                         "(0: none: the planner on its own)")
     ap.add_argument("--out", type=pathlib.Path,
                     default=ROOT / "experiments" / "results" / "bench_list_api.md")
     args = ap.parse_args(argv)
@@ -225,18 +247,24 @@ def main(argv=None) -> int:
              "results, medians (and range) of the rounds; the loop's rate from its "
              f"{args.loop} problems, the faster of a run before and one after the rounds.",
              "",
+             "Each version and mix runs in a fresh process with an executable store of "
+             "its own (an empty folder: nothing compiled by another run)"
+             + (f"; after the first calls, `warm_up(problems, calls={args.calls})`: its "
+                "seconds and the programs it made in the last column." if args.calls
+                else "."), "",
              "| mix | path | build s | solve s | total s | CPU s | rate /s | vs loop | ok | "
-             "first call s |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "first call s | warm-up s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for mix in args.mix or ["varied", "coldstart"]:
         loop_raw = MIXES[mix](args.n, 2)[:args.loop]
         cvxpy_loop(loop_raw[:20])  # (cvxpy's first solves: imports, caches)
         loops = [cvxpy_loop(loop_raw)]
-        old = (None if args.baseline is None
-               else baseline(args.baseline.resolve(), mix, args.n, args.rounds))
-        # (in a fresh process too, as the baseline: the programs a process compiled for one
-        # mix would otherwise serve the next, padded to their buckets)
-        m = baseline(ROOT, mix, args.n, args.rounds)
+        with tempfile.TemporaryDirectory() as c1, tempfile.TemporaryDirectory() as c2:
+            old = (None if args.baseline is None
+                   else baseline(args.baseline.resolve(), mix, args.n, args.rounds, 0, c1))
+            # (in a fresh process too, as the baseline: the programs a process compiled
+            # for one mix would otherwise serve the next, padded to their buckets)
+            m = baseline(ROOT, mix, args.n, args.rounds, args.calls, c2)
         loops.append(cvxpy_loop(loop_raw))
         # The faster of the loop's two runs (before and after the rounds) sets the bar.
         loop_s, ref = min(loops, key=lambda lr: lr[0])
@@ -246,7 +274,7 @@ def main(argv=None) -> int:
         vs_cvxpy = float(np.max(np.abs(a[:len(ref)] - ref) / ref))
         lines.append(f"| {mix} | cvxpy + Clarabel loop | | | {loop_s:.2f} (of "
                      f"{', '.join(f'{x:.2f}' for x, _ in loops)}) | | {loop_rate:.0f} | 1.00x "
-                     "| | |")
+                     "| | | |")
         if old is not None:
             lines += rows(mix, " (baseline)", old, args.n, loop_rate)
             before = np.asarray(old["rounds"]["list"][0]["step"])
