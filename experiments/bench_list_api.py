@@ -2,7 +2,7 @@
 side by side in one run (issue 30, point 3).
 
     python experiments/bench_list_api.py [--n 10000] [--rounds 5] [--loop 200]
-        [--calls N] [--baseline DIR] [--out FILE]
+        [--calls N] [--store DIR] [--baseline DIR] [--out FILE]
 
 Two mixes of ``--n`` bounded problems:
 
@@ -18,7 +18,9 @@ Each mix, in a fresh process with an empty executable store of its own: a first 
 each path (compiles), with ``--calls N`` then `warm_up` of the list's problems for a study
 of N such calls (the planner weighs each program's compilation over them and compiles the
 finer buckets a long study pays for; without it the planner gets them by itself once its
-calls have paid that much padding, `batch_plan.Paid`), then ``--rounds`` rounds
+calls have paid that much padding, `batch_plan.Paid`; ``--store DIR`` keeps this checkout's
+store in DIR, so that a second run finds what the first compiled, as a user's next process
+does), then ``--rounds`` rounds
 of both paths, alternating, each on other values (another replica draw or seed), timed from
 the raw inputs (nested lists, floats) to the results:
 
@@ -236,6 +238,10 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=0,
                     help="after the first calls, warm_up(calls=N) for a study of N calls "
                          "(0: none: the planner on its own)")
+    ap.add_argument("--store", type=pathlib.Path,
+                    help="this checkout's executable store (kept: a later run with the same "
+                         "--store finds the programs this one compiled); default: an empty "
+                         "folder per process")
     ap.add_argument("--out", type=pathlib.Path,
                     default=ROOT / "experiments" / "results" / "bench_list_api.md")
     args = ap.parse_args(argv)
@@ -248,7 +254,8 @@ def main(argv=None) -> int:
              f"{args.loop} problems, the faster of a run before and one after the rounds.",
              "",
              "Each version and mix runs in a fresh process with an executable store of "
-             "its own (an empty folder: nothing compiled by another run)"
+             + ("its own (an empty folder: nothing compiled by another run)"
+                if args.store is None else f"`{args.store}` (kept from run to run)")
              + (f"; after the first calls, `warm_up(problems, calls={args.calls})`: its "
                 "seconds and the programs it made in the last column." if args.calls
                 else "."), "",
@@ -264,7 +271,8 @@ def main(argv=None) -> int:
                    else baseline(args.baseline.resolve(), mix, args.n, args.rounds, 0, c1))
             # (in a fresh process too, as the baseline: the programs a process compiled
             # for one mix would otherwise serve the next, padded to their buckets)
-            m = baseline(ROOT, mix, args.n, args.rounds, args.calls, c2)
+            m = baseline(ROOT, mix, args.n, args.rounds, args.calls,
+                         c2 if args.store is None else str(args.store.resolve()))
         loops.append(cvxpy_loop(loop_raw))
         # The faster of the loop's two runs (before and after the rounds) sets the bar.
         loop_s, ref = min(loops, key=lambda lr: lr[0])
