@@ -355,7 +355,7 @@ def test_scan_of_a_pg_name_trace_reads_every_dimension_count():
     ([dict(name="x")], {}, "workloads[0]: set exactly one of"),
     ([dict(chakra_et="A", tp=2)], {}, "a trace set's mapping is in the trace"),
     ([dict(file="workload/GPT_3.txt", comm_groups="g.json")], {},
-     "workloads[0].comm_groups='g.json' is the groups of a trace set"),
+     "workloads[0].comm_groups='g.json' is the communicator groups of a trace set"),
     ([dict(chakra_et="nowhere/wl")], {}, "workloads[0].chakra_et = 'nowhere/wl': no trace"),
 ])
 def test_scan_refuses_traces_that_do_not_fit(files, workloads, kw, words):

@@ -12,7 +12,8 @@ import pathlib
 import numpy as np
 
 from libra_jax.cli import report, runtime
-from libra_jax.cli.tables import constraints_text, design_override, text_table, time_text
+from libra_jax.cli.tables import text_table, time_text
+from libra_jax.cli.trace_report import design_lines
 from libra_jax.studies import trace_multi as study
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.types import LibraInputError
@@ -132,22 +133,9 @@ def train_dict(run: study.TimedMultiRun) -> dict:
 
 def format_train(data: dict, run: study.TimedMultiRun) -> str:
     """The summary ``libra-train`` prints."""
-    n, obj = run.inputs.network, data["objective"]
+    obj = data["objective"]
     lines = _head("Bandwidth optimisation", run.inputs)
-    for i, text in enumerate(constraints_text(run.inputs.spec)):
-        lines.append(("constraints: " if i == 0 else "             ") + text)
-    lines.append("")
-    tiers = n.cost_tiers or ("-",) * n.num_dims
-    rows = [("dim", "block", "NPUs", "cost tier", "optimum GB/s", "equal split GB/s")]
-    for d in range(n.num_dims):
-        rows.append((str(d), n.blocks[d], str(n.npus[d]), tiers[d],
-                     f"{data['bandwidth_gbps'][d]:.3f}",
-                     f"{data['equal_split']['bandwidth_gbps'][d]:.3f}"))
-    lines += text_table(rows, "rlrlrr") + ["(bandwidth is per NPU, per dimension)"]
-    design = design_override(data["bandwidth_gbps"])
-    if design is not None:
-        lines.append(f"design at full precision, for libra-evaluate: {design}")
-    lines.append("")
+    lines += design_lines(run.inputs.network, run.inputs.spec, data)
     rows = [("workload", "source", "weight", "simulated step", "equal split", "speed-up")]
     for w in data["workloads"]:
         rows.append((w["name"], "trace" if w["chakra_et"] else "file", f"{w['weight']:g}",

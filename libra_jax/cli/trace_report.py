@@ -184,14 +184,11 @@ def format_evaluation(data: dict, ev: study.TraceEvaluation) -> str:
     return "\n".join(lines)
 
 
-def format_train(data: dict, run: study.TraceRun) -> str:
-    """The summary ``libra-train`` prints for a trace set."""
-    n = run.inputs.network
-    lines = _head("Bandwidth optimisation", run.inputs)
-    lines.append(f"objective:   {data['objective']}")
-    for i, text in enumerate(constraints_text(run.inputs.spec)):
-        lines.append(("constraints: " if i == 0 else "             ") + text)
-    lines.append("")
+def design_lines(n: Any, spec: Any, data: dict) -> list[str]:
+    """The constraints, the optimum and the equal split per dimension (``data``'s
+    ``bandwidth_gbps`` and ``equal_split.bandwidth_gbps``) and the full-precision design."""
+    lines = [("constraints: " if i == 0 else "             ") + text
+             for i, text in enumerate(constraints_text(spec))] + [""]
     tiers = n.cost_tiers or ("-",) * n.num_dims
     rows = [("dim", "block", "NPUs", "cost tier", "optimum GB/s", "equal split GB/s")]
     for d in range(n.num_dims):
@@ -202,7 +199,15 @@ def format_train(data: dict, run: study.TraceRun) -> str:
     design = design_override(data["bandwidth_gbps"])
     if design is not None:
         lines.append(f"design at full precision, for libra-evaluate: {design}")
-    lines.append("")
+    return lines + [""]
+
+
+def format_train(data: dict, run: study.TraceRun) -> str:
+    """The summary ``libra-train`` prints for a trace set."""
+    n = run.inputs.network
+    lines = _head("Bandwidth optimisation", run.inputs)
+    lines.append(f"objective:   {data['objective']}")
+    lines += design_lines(n, run.inputs.spec, data)
     gap = data["exact_optimality_gap"]
     rows = [("", "optimum", "equal split"),
             ("step time (simulated)", time_text(data["step_time_ns"]),

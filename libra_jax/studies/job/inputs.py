@@ -459,7 +459,8 @@ def to_multi_inputs(c: LibraConfig, base_dir: str | os.PathLike | None = None):
 
 def check_workload_entry(entry, i: int) -> str:
     """Which source ``workloads[i]`` names, ``"file"`` or ``"chakra_et"``: exactly one of
-    them; ``communicator_file`` only with a file, ``comm_groups`` only with a trace set."""
+    them; ``communicator_file`` only with a file, ``comm_groups`` only with a trace set (an
+    entry of ``workloads`` of a run or of a scan)."""
     given = [k for k in ("file", "chakra_et") if getattr(entry, k) is not None]
     if len(given) != 1:
         got = ("both are null" if not given else
@@ -473,7 +474,7 @@ def check_workload_entry(entry, i: int) -> str:
             f"workloads[{i}].comm_groups={show(entry.comm_groups)} is the communicator groups "
             f"of a trace set, but workloads[{i}].chakra_et is null; set "
             f"workloads[{i}].comm_groups=null or give the trace set.")
-    if entry.communicator_file is not None and entry.chakra_et is not None:
+    if getattr(entry, "communicator_file", None) is not None and entry.chakra_et is not None:
         raise LibraInputError(
             f"workloads[{i}].communicator_file={show(entry.communicator_file)} belongs to a "
             "workload file; a trace set's groups come from its nodes and "

@@ -47,6 +47,7 @@ from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import network_from_lists
 from libra_jax.inputs.workload import load_workload
 from libra_jax.studies.cosearch import enumerate_placements
+from libra_jax.studies.job.inputs import check_workload_entry
 from libra_jax.studies.scan.config import (
     Mapping,
     ScanConfig,
@@ -132,15 +133,7 @@ def _load_scan_workload(w: ScanWorkloadConfig, npus: int, index: int,
                         dims: tuple[int, ...]) -> ScanWorkload:
     key = f"workloads[{index}]"
     as_instance(w, ScanWorkloadConfig, key)
-    if (w.file is None) == (w.chakra_et is None):
-        raise LibraInputError(
-            f"{key}: set exactly one of {key}.file (a workload file) and {key}.chakra_et (a "
-            f"Chakra trace set); got file={show(w.file)} and chakra_et={show(w.chakra_et)}.")
-    if w.comm_groups is not None and w.chakra_et is None:
-        raise LibraInputError(
-            f"{key}.comm_groups={show(w.comm_groups)} is the groups of a trace set, but "
-            f"{key}.chakra_et is null; set {key}.comm_groups=null or give the trace set.")
-    if w.chakra_et is not None:
+    if check_workload_entry(w, index) == "chakra_et":
         if w.name is not None:
             as_str(w.name, f"{key}.name")
         trace = load_scan_trace(w, npus, dims, index)
