@@ -189,6 +189,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     pending: dict = {}  # (group, k) -> [classes issued, waiting issues]
     seq = itertools.count(1)  # the net events' and streams' sequence numbers
     now = 0.0
+    cur_seq = 0  # the net event being run (0: a compute end or stage end, which run before
+    # the net events of their tick)
     dirty: list = []
 
     heappush, heappop = heapq.heappush, heapq.heappop
@@ -220,20 +222,29 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                                                                         owner.lat[hop])
             heappush(net, (t + ser + la, next(seq), "arrive", msg))
             return
-        if rk.link_busy.get(link, False):
-            rk.link_wait.setdefault(link, []).append(msg)
+        # A link is busy until its "free" event (t_free, seq) has run: that event is put
+        # on the heap, with the key it got at the send, only once a message waits for it
+        # (a free link with nobody waiting needs no event; the heap's order is unchanged).
+        end = rk.link_busy.get(link)
+        if end is not None and (end[0] > t or (end[0] == t and end[1] > cur_seq)):
+            waiting = rk.link_wait.get(link)
+            if waiting:
+                waiting.append(msg)
+            else:
+                rk.link_wait[link] = [msg]
+                heappush(net, (end[0], end[1], "free", (rk, link)))
             return
-        rk.link_busy[link] = True
         owner, hop = msg
         if type(owner) is Stream:
             if owner.hops is None:
-                ser, la = owner.msg_ns, lat_ns[owner.stages[owner.pos][0]]
+                ser, la = owner.msg_ns, owner.msg_lat
             else:
                 ser, la = owner.hops[hop]
         else:
             ser, la = owner.ser[hop], owner.lat[hop]
-        heappush(net, (t + ser, next(seq), "free", (rk, link)))
-        heappush(net, (t + ser + la, next(seq), "arrive", msg))
+        t_free = t + ser
+        rk.link_busy[link] = (t_free, next(seq))
+        heappush(net, (t_free + la, next(seq), "arrive", msg))
 
     def start_stage_aware(s: Stream) -> None:
         dim, coef, fixed, _, dr, _, steps, red, n_d, ring = s.stages[s.pos]
@@ -246,6 +257,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         s.hops = s.pre = None
         s.steps = max(int(round(steps)), 1)
         s.msg_ns = float(coef / s.steps / bw[dim]) if coef > 0 else 0.0
+        s.msg_lat = lat_ns[dim]
         s.path = path(dim, dr)
         s.reductions = n_d - 1 if red > 0 else 0
         s.red_step = red / s.reductions if s.reductions else 0.0
@@ -464,17 +476,19 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     def net_events():
         """Runs the network event at the heap's head, then the next ones while the loop
         below would take them; -> (rank, the finished stage's queue) of a "done", or None."""
-        nonlocal now
-        _, _, kind, payload = heappop(net)
+        nonlocal now, cur_seq
+        _, cur_seq, kind, payload = heappop(net)
         while True:
             if kind == "send":
                 link_put(payload.rk, payload.path[0], (payload, 0), now)
             elif kind == "free":
                 owner, link = payload
-                owner.link_busy[link] = False
-                waiting = owner.link_wait.get(link)
+                waiting = owner.link_wait[link]  # put on the heap for a waiting message
+                del owner.link_busy[link]
+                link_put(owner, link, waiting.pop(0), now)
                 if waiting:
-                    link_put(owner, link, waiting.pop(0), now)
+                    end = owner.link_busy[link]
+                    heappush(net, (end[0], end[1], "free", payload))
             elif kind == "arrive":
                 owner, hop = payload
                 if hop + 1 < len(owner.path):
@@ -503,7 +517,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 refile()
             if not net or stq or net[0][2] == "done" or (comp and comp[0][0] <= net[0][0]):
                 return None
-            now, _, kind, payload = heappop(net)
+            now, cur_seq, kind, payload = heappop(net)
 
     def refile() -> None:
         if not aware:
@@ -549,6 +563,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         if not what:
             break
         now = t_next
+        cur_seq = 0
         if what == 1:  # a compute end: sync, then finish (inlined; rk is not put in dirty,
             _, j, i = heappop(comp)  # which below skips it)
             rk = ranks[j]

@@ -127,8 +127,8 @@ def own_links(route) -> tuple:
 
 class Stream:
     __slots__ = ("node", "priority", "stages", "pos", "left", "seq", "rk", "rate", "held",
-                 "step", "steps", "msg_ns", "path", "reductions", "red_step", "hops", "pre",
-                 "post")
+                 "step", "steps", "msg_ns", "msg_lat", "path", "reductions", "red_step", "hops",
+                 "pre", "post")
 
     def __init__(self, node, priority, stages, seq, rk, held):
         self.node, self.priority, self.stages, self.seq, self.rk = (node, priority, stages,
@@ -185,7 +185,7 @@ class Rank:
         self.issues: dict = {}  # group -> collectives issued on it
         self.arrived: dict = {}  # RECV node -> arrival time of its message
         self.posted: set = set()
-        self.link_busy: dict = {}
+        self.link_busy: dict = {}  # link -> (end, seq) of its last send's "free" event
         self.link_wait: dict = {}
         self.done = 0
 
