@@ -154,7 +154,7 @@ def format_train(data: dict, run: study.TimedMultiRun) -> str:
     lines.append(
         "certified gap to the best simulated objective: "
         + ("-" if gap is None else f"{100 * gap:.3f}%")
-        + f" (cutting plane: {cp['rounds']} rounds, "
+        + f" (cutting plane: {cp['rounds']} round{'' if cp['rounds'] == 1 else 's'}, "
         + f"{'converged' if cp['converged'] else 'stopped at the limit'}; "
         + f"{data['designs_simulated']} designs simulated)")
     if data["status"] != "ok":
