@@ -1,7 +1,7 @@
 """Cold start: what a new user of the Python API and of the commands waits for, side by side
 with a cvxpy + Clarabel loop over the same problems (issue 20).
 
-    python experiments/bench_coldstart.py [--n 200] [--big 10000] [--out FILE]
+    python experiments/bench_coldstart.py [--n 200] [--big 10000] [--study 100] [--out FILE]
 
 Every measurement runs in a fresh Python process (`subprocess`), so nothing is compiled or
 imported before it starts, with ``LIBRA_JAX_CACHE_DIR`` pointing at a new, empty folder
@@ -12,7 +12,9 @@ imported before it starts, with ``LIBRA_JAX_CACHE_DIR`` pointing at a new, empty
   one `solve_batch` call; timed from after ``import libra_jax`` (build, call) and as a whole
   process;
 * api_big: the same in a fresh process for ``--big`` problems, then a second call with other
-  values and another count (``--big`` + 1,234), "warm"; once built one by one (the list
+  values and another count (``--big`` + 1,234), "warm", then `warm_up(calls=--study)` (a long
+  study: the planner weighs compilation over that many calls) and a third call, "study";
+  once built one by one (the list
   API: `problem_from_arrays` checks each problem and `solve_batch` builds them together),
   once by the documented stacked path (`stacked_groups`, `solve_stacked`);
 * cli: ``python -m libra_jax.train conf=turing_nlg`` as a whole process, with an empty
@@ -125,6 +127,12 @@ t_import = time.perf_counter()
 out = {{"import_s": t_import - t_start}}
 for tag, seed, n, scale, how in {calls!r}:
     raw = random_problems(seed, n, scale)
+    if how.startswith("warm_up"):  # "warm_up:<calls>": a study of that many calls ahead
+        t0 = time.perf_counter()
+        w = lj.warm_up(build_problems(raw), calls=int(how.split(":")[1]))
+        out[tag] = dict(n=n, seconds=time.perf_counter() - t0, compile_s=w.compile_seconds,
+                        programs=len(w.programs))
+        continue
     t0 = time.perf_counter()
     if how == "stacked":
         stacks, order = stacked_groups(raw)
@@ -246,6 +254,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--big", type=int, default=10000)
     ap.add_argument("--check", type=int, default=200, help="problems checked against cvxpy")
+    ap.add_argument("--study", type=int, default=100,
+                    help="the calls a long study's warm_up plans for (the last list and "
+                         "stacked rows)")
     ap.add_argument("--cli-repeats", type=int, default=9,
                     help="command runs each way (cold, cached), with the import between")
     ap.add_argument("--out", type=pathlib.Path,
@@ -280,11 +291,16 @@ def main(argv=None) -> int:
 
     for how in ("list", "stacked"):
         out, wall = run_worker([("big", 2, args.big, 3.0, how),
-                                ("again", 3, args.big + 1234, 0.5, how)],
+                                ("again", 3, args.big + 1234, 0.5, how),
+                                ("warm", 2, args.big, 3.0, f"warm_up:{args.study}"),
+                                ("study", 4, args.big + 1234, 0.5, how)],
                                str(tmp / f"cache_big_{how}"), 0)
+        w = out["warm"]
         for tag, key in ((f"api {how}, fresh process, 1st call (empty cache)", "big"),
                          (f"api {how}, same process, 2nd call (other values and count)",
-                          "again")):
+                          "again"),
+                         (f"api {how}, same process, after warm_up(calls={args.study}) "
+                          f"({w['seconds']:.1f} s, {w['programs']} programs)", "study")):
             f = out[key]
             call = f["build_s"] + f["call_s"]
             rate = f["n"] / call

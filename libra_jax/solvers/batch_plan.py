@@ -156,8 +156,7 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     the bucket it ran in); what they would have saved in a bucket ``t`` (`paid_credit`) is
     taken off the estimated compilation of ``t``'s program. A mix solved again and again
     thus gets the finer programs once its padding has cost about what compiling them does
-    (at most twice the cost of the best choice in hindsight), and a call that repeats
-    nothing pays as before."""
+    (by the cost model), and a call that repeats nothing pays as before."""
 
     targets: dict[tuple, tuple] = {}  # (join, n) -> (cost, target), computed once each
 
