@@ -366,3 +366,37 @@ def test_scan_refuses_traces_that_do_not_fit(files, workloads, kw, words):
     with pytest.raises(LibraInputError) as e:
         scan.make_space(scan_config(workloads, **kw))
     assert words in str(e.value)
+
+
+def test_scan_command(files, tmp_path):
+    """libra-scan with a trace entry writes its rows (mapping ``trace``, the simulated step,
+    a certified gap); a trace that does not fit the space exits non-zero with the reason and
+    no traceback."""
+    import pandas as pd
+    common = ("space.npus=8", "space.min_dims=2", "space.max_dims=2",
+              "space.budgets_gbps=[300]", "space.blocks=[Ring,Switch]",
+              "space.cost_model=cost_model/3d_cost_model.yml",
+              "space.tier_order=[InterPackage,InterNode]", "scan.format=csv")
+    wl = f"workloads=[{{chakra_et: {files / 'a'}, name: A}}]"
+    out = tmp_path / "scan"
+    proc = _command("libra_jax.scan", *common, wl, f"scan.output_dir={out}",
+                    f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = pd.concat(map(pd.read_csv, sorted((out / "chunks").glob("chunk_*.csv"))))
+    assert len(rows) == 8 and set(rows["mapping"]) == {"trace"}
+    assert set(rows["workload"]) == {"A"} and (rows["optimality_gap"] < 1e-6).all()
+    bw = [json.loads(b) for b in rows["bandwidth_gbps"]]
+    checked = 0
+    for (_, r), x in zip(rows.iterrows(), bw):
+        n = [int(v) for v in r["dims"].split("x")]
+        if n == [4, 2]:  # ranks r and r + 4 differ on dimension 1 only: the hand step
+            assert r["step_time_ns"] == pytest.approx(hand_step_ns(64, 32, x), rel=1e-9)
+            checked += 1
+    assert checked == 4
+    proc = _command("libra_jax.scan", *common[:2], "space.max_dims=3", *common[3:], wl,
+                    "space.tier_order=[InterPackage,InterNode,InterPod]",
+                    f"scan.output_dir={tmp_path / 'bad'}", f"hydra.run.dir={tmp_path / 'r2'}",
+                    cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "does not fit the shapes of 3 dimensions" in proc.stderr
+    assert "Traceback" not in proc.stderr
