@@ -115,6 +115,17 @@ def _us(rng: random.Random) -> int:
     return int(round(_log_uniform(rng, 1, 500)))
 
 
+def _big(rng: random.Random, lo_mib: float, hi_mib: float, unit: int = 4 * KIB) -> int:
+    """A size in [lo_mib, hi_mib] MiB, log-uniform, a multiple of ``unit`` bytes."""
+    s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
+    return max(unit, int(round(s / unit)) * unit)
+
+
+def _us_in(rng: random.Random, lo: float, hi: float) -> int:
+    """Whole microseconds in [lo, hi], log-uniform."""
+    return int(round(_log_uniform(rng, lo, hi)))
+
+
 def _group_size(npus_per_dim, dims) -> int:
     g = 1
     for d in dims:
@@ -250,11 +261,10 @@ def _comm_bound_layers(rng: random.Random, count: tuple[int, int], fwd_us: tuple
     shard over the DP group of ``g_dp`` NPUs)."""
 
     def big(lo_mib, hi_mib, unit=4 * KIB):
-        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
-        return max(unit, int(round(s / unit)) * unit)
+        return _big(rng, lo_mib, hi_mib, unit)
 
     def us(lo, hi):
-        return int(round(_log_uniform(rng, lo, hi)))
+        return _us_in(rng, lo, hi)
 
     layers = []
     for _ in range(rng.randint(*count)):
@@ -403,11 +413,10 @@ def draw_case_disjoint_wide(seed: int, index: int) -> dict:
     g_dp = _group_size(npd, dp_dims)
 
     def big(lo_mib, hi_mib, unit=4 * KIB):
-        s = _log_uniform(rng, lo_mib * MIB, hi_mib * MIB)
-        return max(unit, int(round(s / unit)) * unit)
+        return _big(rng, lo_mib, hi_mib, unit)
 
     def us(lo, hi):
-        return int(round(_log_uniform(rng, lo, hi)))
+        return _us_in(rng, lo, hi)
 
     layers = []
     for _ in range(int(round(_log_uniform(rng, 2, 16)))):
