@@ -16,7 +16,11 @@ Sec. V "design-space exploration"): a design is
   TP group, WeightGrad the DP group, TP filling dimensions from the innermost outward;
 * mapping: with ``workloads[i].mapping: search``, every TP x DP placement of the mapping
   co-search on the shape (`space.workload_placements`); the default ``fixed`` is the one
-  placement above.
+  placement above;
+* or an imported Chakra trace set (``workloads[i].chakra_et``): it fits only
+  ``space.npus`` = its ranks and the dimension counts its ``involved_dim`` lists fit
+  (refused up front otherwise); each design is solved as ``libra-train`` solves a trace,
+  its step simulated (`traces`).
 
 Each design is solved for minimum step time (`perf`) with `batch.solve_stacked` (jit(vmap) over
 buckets), in chunks of ``scan.chunk_size`` designs enumerated lazily in a fixed order, so
@@ -67,7 +71,8 @@ budget) problem once and prices it for every design sharing it; ``scan.dedup=fal
 every design (same numbers, tested).
 
 Modules, in the order of the data: `config` (schema), `space` (validation, enumeration),
-`problems` (a chunk's stacked problems and result rows), `files` (formats, atomic writes),
+`problems` (a chunk's stacked problems and result rows; `traces` for trace sets), `files`
+(formats, atomic writes),
 `summary` (Pareto fronts, top-k, plot), `shards` (the split, the shard set's checks),
 `run` (the loop, resume, progress, the merge).
 """
