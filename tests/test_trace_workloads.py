@@ -400,3 +400,12 @@ def test_scan_command(files, tmp_path):
     assert proc.returncode != 0
     assert "does not fit the shapes of 3 dimensions" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_workloads_and_a_single_workload_are_refused_together(files):
+    from libra_jax.studies.job.config import WorkloadConfig
+    c = config(files, [dict(chakra_et=str(files / "a"))], bandwidth_gbps=[1.0, 1.0],
+               workload=WorkloadConfig(file="workload/GPT_3.txt"))
+    with pytest.raises(LibraInputError, match="workloads and workload.file='workload/GPT_3.txt'"
+                                              " are both set"):
+        trace_multi.evaluate_timed_multi(c)

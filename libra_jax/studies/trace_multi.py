@@ -129,12 +129,13 @@ def timed_multi_inputs(c: LibraConfig) -> TimedMultiInputs:
     named = (f"workloads[{first}].chakra_et={show(c.workloads[first].chakra_et)}"
              if first is not None else "workloads")
     w = c.workload
-    if any(getattr(w, k) is not None for k in ("file", "communicator_file", "chakra_et",
-                                               "comm_groups", "generator")):
+    given = [f"workload.{k}={show(getattr(w, k))}" for k in
+             ("file", "communicator_file", "chakra_et", "comm_groups", "generator")
+             if getattr(w, k) is not None]
+    if given:
         raise LibraInputError(
-            f"workloads and workload.* are both set: give the workloads either as one "
-            f"workload or as the workloads list (set workload.file=null, "
-            "workload.chakra_et=null, workload.generator=null).")
+            f"workloads and {', '.join(given)} are both set: give the workloads either as "
+            "one workload or as the workloads list (set those keys to null).")
     if c.cosearch.enabled:
         raise LibraInputError("workloads with cosearch.enabled=true: the co-search maps one "
                               "generated workload; set cosearch.enabled=false.")
