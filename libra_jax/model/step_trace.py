@@ -189,6 +189,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     pending: dict = {}  # (group, k) -> [classes issued, waiting issues]
     seq = itertools.count(1)  # the net events' and streams' sequence numbers
     now = 0.0
+    inf = float("inf")
+    comp_key = (0.0, -1, -1)  # the compute end being run (before the loop: none ran yet)
     cur_seq = 0  # the net event being run (0: a compute end or stage end, which run before
     # the net events of their tick)
     dirty: list = []
@@ -296,6 +298,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     def try_start(rk: Rank, dim: int, qi: int) -> None:
         if (dim, qi) in rk.running or not rk.queues[dim][qi]:
             return
+        if rk.chain is not None and not aware:  # its kernel ends would sync this stage
+            split_chain(rk)
         sync(rk)
         s = rk.queues[dim][qi].pop(0)
         rk.running[(dim, qi)] = s
@@ -422,16 +426,19 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             return
         blocked = []
         kinds = rk.kind
+        started = -1
         while ready:
             i = heappop(ready)
             kind = kinds[i]
             if kind == COMPUTE:
                 if rk.computing:
+                    if rk.chain is not None:  # it waits for the kernel that runs now
+                        split_chain(rk)
                     blocked.append(i)
                     continue
                 rk.start[i] = now
                 rk.computing = True
-                heappush(comp, (now + rk.dur[i], rk.idx, i))
+                started = i
             elif kind == RECV:
                 rk.start[i] = now
                 if i in rk.arrived:
@@ -453,6 +460,50 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                     send(rk, i)
         for i in blocked:
             heappush(ready, i)
+        if started < 0:
+            return
+        i = started
+        t = now + rk.dur[i]
+        c = rk.nxt[i]
+        if c >= 0 and not ready and (aware or not rk.running):
+            # A chain of kernels (each the only child of the one before, which is its
+            # only parent) with nothing else ready: each end would only start the next
+            # one, so one compute event stands for them all, at the last one's end (the
+            # same sums); split_chain undoes it if anything else needs the compute unit.
+            nodes, ends = [i], [t]
+            dur, nxt = rk.dur, rk.nxt
+            while c >= 0:
+                t = t + dur[c]
+                nodes.append(c)
+                ends.append(t)
+                c = nxt[c]
+            rk.chain = (nodes, ends)
+            i = c = nodes[-1]
+        heappush(comp, (t, rk.idx, i))
+
+    def chain_done(rk: Rank, nodes, ends, m: int) -> None:
+        """Records the ends of the chain's first m kernels (each starting the next)."""
+        end, start, waiting = rk.end, rk.start, rk.waiting
+        for j in range(m):
+            end[nodes[j]] = ends[j]
+            start[nodes[j + 1]] = ends[j]
+            waiting[nodes[j + 1]] = 0
+        rk.done += m
+
+    def split_chain(rk: Rank) -> None:
+        """Back to one compute event per kernel: the kernels that ended before the event
+        being run are recorded, the running one's end is filed."""
+        nodes, ends = rk.chain
+        rk.chain = None
+        ri = rk.idx
+        key = comp_key if comp_key is not None else (now, inf, 0)
+        m = 0
+        while (ends[m], ri, nodes[m]) < key:
+            m += 1
+        chain_done(rk, nodes, ends, m)
+        comp.remove((ends[-1], ri, nodes[-1]))
+        heapq.heapify(comp)
+        heappush(comp, (ends[m], ri, nodes[m]))
 
     def stage_end(rk: Rank, key) -> None:
         s = rk.running[key]
@@ -549,7 +600,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         issue_ready(rk)
     dirty.clear()
     refile()
-    inf = np.inf
+    comp_key = None
     while True:
         t_next, what = inf, 0
         if comp:
@@ -567,6 +618,11 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         if what == 1:  # a compute end: sync, then finish (inlined; rk is not put in dirty,
             _, j, i = heappop(comp)  # which below skips it)
             rk = ranks[j]
+            comp_key = (now, j, i)
+            if rk.chain is not None:
+                nodes, ends = rk.chain
+                rk.chain = None
+                chain_done(rk, nodes, ends, len(nodes) - 1)
             if rk.running:  # else nothing to bring up or refile (no stage entry is filed)
                 if not aware and rk.t != now:
                     dt = now - rk.t
@@ -590,18 +646,24 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             rk, key = out
             stage_end(rk, key)
         else:
+            comp_key = None
             _, _, _, j, key = heappop(stq)
             rk = ranks[j]
             rk.cur = None
             sync(rk)
             touched.append(rk)
             stage_end(rk, key)
-        issue_ready(rk)
+        if rk.ready:
+            issue_ready(rk)
         if dirty:
             issue_dirty(rk)
         if touched:
             refile()
+        comp_key = None
 
+    for rk in ranks:  # node times as arrays (the loop kept them in lists)
+        rk.start = np.asarray(rk.start, np.float64)
+        rk.end = np.asarray(rk.end, np.float64)
     for rk in ranks:
         if rk.done < rk.n:
             i = int(np.flatnonzero(np.isnan(rk.end))[0])

@@ -159,14 +159,24 @@ class Rank:
         self.kind = tr.kind.tolist()
         self.dur = tr.duration_ns.tolist()
         self.n = n
-        self.start = np.full(n, np.nan)
-        self.end = np.full(n, np.nan)
+        self.start = [math.nan] * n  # lists while the event loop runs, then arrays
+        self.end = [math.nan] * n
         child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(tr.dep_ptr))
         pairs = unique_ints(tr.deps.astype(np.int64) * max(n, 1) + child_of)
         parent, child = pairs // max(n, 1), pairs % max(n, 1)
         self.waiting = np.bincount(child, minlength=n).tolist()
         self.child_ptr = np.searchsorted(parent, np.arange(n + 1)).tolist()
         self.children = child.tolist()
+        # the next kernel of a chain: a compute's only child, a compute with no other parent
+        cnt = np.diff(self.child_ptr) if n else np.zeros(0, np.int64)
+        one = np.flatnonzero((cnt == 1) & (tr.kind == COMPUTE))
+        nxt = np.full(n, -1, np.int64)
+        if one.size:
+            c = child[np.asarray(self.child_ptr, np.int64)[one]]
+            ok = (tr.kind[c] == COMPUTE) & (np.bincount(child, minlength=n)[c] == 1)
+            nxt[one[ok]] = c[ok]
+        self.nxt = nxt.tolist()
+        self.chain = None  # (nodes, ends) of the chain of kernels running as one event
         self.ready = [i for i in range(n) if self.waiting[i] == 0]
         heapq.heapify(self.ready)
         self.computing = False
