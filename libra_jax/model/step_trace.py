@@ -35,10 +35,17 @@ section "Every rank its own graph").
   sends skip the collective memory bus). Aware: the dimension-ordered route through the
   sender's links (a Switch: up and down; a Ring: the shorter way, clockwise on ties, one
   store-and-forward per hop), sharing those FIFOs with the sender's collective traffic.
+  Where a route leaves through other NPUs' links (several Ring hops, several dimensions),
+  every rank is simulated and each hop queues on the link of the NPU it leaves
+  (ASTRA-sim's ``Chunk::chunk_arrived_next_device`` -> ``Device::send`` -> ``Link::send``).
+* **Kernels.** A chain of computes (each the only child of the one before, its only
+  parent) runs as one compute event while nothing else wants the compute unit (same sums,
+  same order of everything else), split back when something does.
 
 The module is split by job (this one re-exports `trace_from_nodes` and the ring timings):
-`trace_setup.py` the geometry, the ranks' state, the checks, message matching, the classes
-of ranks, the collectives' stages and `trace_from_nodes`; `trace_rings.py` the pg_name ring
+`trace_setup.py` the geometry, the ranks' state, the checks, the collectives' stages, the
+result and `trace_from_nodes`; `trace_classes.py` message matching and the classes of
+ranks; `trace_rings.py` the pg_name ring
 timings (`ring_finish_unaware`, `ring_finish_aware`); this one `simulate_trace` and its
 event loop.
 
@@ -49,54 +56,20 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import NamedTuple
 
 import numpy as np
 
 from libra_jax.model import pipelined
 from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, ring_signature
+from libra_jax.model.trace_classes import (match_messages, rank_classes, relayed_sends,
+                                           wire_ranks)
 from libra_jax.model.trace_setup import (COLL, COMPUTE, P2P, RECV, SEND, Geometry, Rank,
-                                         Shapes, Stream, check_trace, match_messages,
-                                         own_links, rank_classes, trace_from_nodes,
-                                         unique_ints)
-from libra_jax.types import Block, LibraInputError, RankTrace, TraceNode, TraceSet, show
+                                         Shapes, Stream, TraceTiming, check_trace, own_links,
+                                         timing_of, trace_from_nodes)
+from libra_jax.types import Block, LibraInputError, RankTrace, TraceSet, show
 
 __all__ = ["TraceTiming", "ring_finish_aware", "ring_finish_unaware", "simulate_trace",
            "trace_from_nodes"]
-
-
-class TraceTiming(NamedTuple):
-    """`simulate_trace`'s result.
-
-    ``time_ns``: the step as ASTRA-sim reports it, the latest rank's last node end;
-    ``rank_end_ns`` [R] every rank's last node end; ``class_of`` [R] the representative
-    rank of each rank's class (the rank simulated for it); ``start_ns`` / ``end_ns``:
-    representative rank -> [N] its nodes' start / end; ``busy_ns`` [D] the longest time any
-    rank had a stage running on each dimension."""
-
-    time_ns: float
-    rank_end_ns: np.ndarray
-    class_of: np.ndarray
-    start_ns: dict
-    end_ns: dict
-    busy_ns: np.ndarray
-
-    def rank_times(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
-        """(start_ns, end_ns) [N] of any rank's nodes (its representative's)."""
-        rep = int(self.class_of[rank])
-        return self.start_ns[rep], self.end_ns[rep]
-
-
-def _relayed(geo: Geometry, match_to) -> bool:
-    """Whether a matched send's aware route has a hop on another NPU's link."""
-    pairs = {(a, b) for (a, _), (b, _) in match_to.items()}
-    for a, b in pairs:
-        try:
-            if any(x != a for x in geo.hop_sources(a, b, "")):
-                return True
-        except LibraInputError:  # a dimension without bandwidth: the send names it later
-            continue
-    return False
 
 
 def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
@@ -149,7 +122,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     # route over several dimensions): ranks of one class then load different NPUs' links
     # (a pipeline's forward and backward messages meet on the links between the stages), so
     # every rank is simulated and each hop queues on the link of the NPU it leaves.
-    relay = aware and _relayed(geo, match_to)
+    relay = aware and relayed_sends(geo, match_to)
     cls = (rank_classes(trace, geo, match_to, match_from, pg_sig) if classes and not relay
            else np.arange(trace.num_ranks, dtype=np.int64))
     reps = {}
@@ -160,29 +133,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
              for j, (c, r) in enumerate(sorted(reps.items(), key=lambda x: x[1]))]
     by_cls = {rk.cls: rk for rk in ranks}
 
-    # member classes (other than its own) of every group a representative uses
-    grid = cls.reshape(tuple(npd), order="F")
-    for rk in ranks:
-        tr = rk.tr
-        rk.members = {}
-        for g in unique_ints(tr.group[tr.kind == COLL]).tolist():
-            grp = trace.groups[g]
-            if grp.ranks is not None:
-                m = {int(cls[x]) for x in grp.ranks}
-            else:
-                idx = tuple(slice(None) if grp.involved[d] else geo.coord(rk.rank, d)
-                            for d in range(num_dims))
-                m = set(unique_ints(grid[idx]).tolist())
-            m.discard(rk.cls)
-            rk.members[g] = m
-        # send targets: (receiving representative, its RECV node)
-        rk.targets = {}
-        for i in np.flatnonzero(tr.kind == SEND).tolist():
-            dst, j = match_to[(rk.rank, i)]
-            rk.targets[i] = (by_cls[int(cls[dst])], j, dst)
-        rk.coll = tr.collective.tolist()
-        rk.size = tr.size_bytes.tolist()
-        rk.group = tr.group.tolist()
+    wire_ranks(trace, geo, cls, ranks, match_to)
 
     comp: list = []  # (end, rank idx, node) of running compute
     net: list = []  # (time, seq, kind, payload): link events, message arrivals, pg stages
@@ -464,43 +415,22 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             return
         i = started
         t = now + rk.dur[i]
-        c = rk.nxt[i]
-        if c >= 0 and not ready and (aware or not rk.running):
-            # A chain of kernels (each the only child of the one before, which is its
-            # only parent) with nothing else ready: each end would only start the next
-            # one, so one compute event stands for them all, at the last one's end (the
-            # same sums); split_chain undoes it if anything else needs the compute unit.
-            nodes, ends = [i], [t]
-            dur, nxt = rk.dur, rk.nxt
-            while c >= 0:
-                t = t + dur[c]
-                nodes.append(c)
-                ends.append(t)
-                c = nxt[c]
-            rk.chain = (nodes, ends)
-            i = c = nodes[-1]
+        if rk.nxt[i] >= 0 and not ready and (aware or not rk.running):
+            # nothing else wants the compute unit: a chain of kernels as one compute event
+            # (`Rank.chain_from`); split_chain undoes it if something comes to want it
+            t, i = rk.chain_from(i, t)
         heappush(comp, (t, rk.idx, i))
-
-    def chain_done(rk: Rank, nodes, ends, m: int) -> None:
-        """Records the ends of the chain's first m kernels (each starting the next)."""
-        end, start, waiting = rk.end, rk.start, rk.waiting
-        for j in range(m):
-            end[nodes[j]] = ends[j]
-            start[nodes[j + 1]] = ends[j]
-            waiting[nodes[j + 1]] = 0
-        rk.done += m
 
     def split_chain(rk: Rank) -> None:
         """Back to one compute event per kernel: the kernels that ended before the event
         being run are recorded, the running one's end is filed."""
         nodes, ends = rk.chain
-        rk.chain = None
         ri = rk.idx
         key = comp_key if comp_key is not None else (now, inf, 0)
         m = 0
         while (ends[m], ri, nodes[m]) < key:
             m += 1
-        chain_done(rk, nodes, ends, m)
+        rk.chain_done(m)
         comp.remove((ends[-1], ri, nodes[-1]))
         heapq.heapify(comp)
         heappush(comp, (ends[m], ri, nodes[m]))
@@ -620,9 +550,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             rk = ranks[j]
             comp_key = (now, j, i)
             if rk.chain is not None:
-                nodes, ends = rk.chain
-                rk.chain = None
-                chain_done(rk, nodes, ends, len(nodes) - 1)
+                rk.chain_done(len(rk.chain[0]) - 1)
             if rk.running:  # else nothing to bring up or refile (no stage entry is filed)
                 if not aware and rk.t != now:
                     dt = now - rk.t
@@ -661,23 +589,4 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             refile()
         comp_key = None
 
-    for rk in ranks:  # node times as arrays (the loop kept them in lists)
-        rk.start = np.asarray(rk.start, np.float64)
-        rk.end = np.asarray(rk.end, np.float64)
-    for rk in ranks:
-        if rk.done < rk.n:
-            i = int(np.flatnonzero(np.isnan(rk.end))[0])
-            kind = TraceNode(rk.kind[i]).name
-            raise LibraInputError(
-                f"{rk.tr.path}: node id {int(rk.tr.node_id[i])} ({kind}, "
-                f"{show(rk.tr.name[i])}) never ends: a dependency cycle, a recv whose send "
-                "never runs, or a collective some member of its group never issues.")
-    rank_end = np.zeros(trace.num_ranks)
-    ends = {rk.rank: (float(np.max(rk.end)) if rk.n else 0.0) for rk in ranks}
-    rep_of = np.asarray([rank_of_cls[int(c)] for c in cls], np.int64)
-    for r in range(trace.num_ranks):
-        rank_end[r] = ends[int(rep_of[r])]
-    busy = np.max(np.stack([rk.busy for rk in ranks]), axis=0)
-    return TraceTiming(float(rank_end.max()) if rank_end.size else 0.0, rank_end, rep_of,
-                       {rk.rank: rk.start for rk in ranks}, {rk.rank: rk.end for rk in ranks},
-                       busy)
+    return timing_of(trace, ranks, cls, rank_of_cls)

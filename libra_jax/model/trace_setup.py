@@ -1,9 +1,10 @@
 """What `step_trace.simulate_trace` sets up before its event loop, and the trace set of a
 step graph: the network geometry (NPU coordinates, hops and routes: `Geometry`,
 `own_links`), the simulated ranks' state (`Rank`, `Stream`, `P2P`), the checks of a trace
-set against the network (`check_trace`), send / recv matching (`match_messages`), the
-classes of equivalent ranks (`rank_classes`, partition refinement), the stages of each
-collective (`Shapes`, with the pg_name rings' stage times) and `trace_from_nodes`.
+set against the network (`check_trace`), the stages of each collective (`Shapes`, with the
+pg_name rings' stage times), the result (`TraceTiming`, `timing_of`) and
+`trace_from_nodes`. Send / recv matching and the classes of equivalent ranks are in
+`trace_classes.py`.
 
 Split from `step_trace.py` (which re-exports `trace_from_nodes`); the semantics are those
 of its module docstring.
@@ -15,20 +16,39 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from libra_jax.model import pipelined
 from libra_jax.model.step import Queues, chunk_split, stages_of
 from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, step_overheads
+from libra_jax.model.trace_classes import COLL, COMPUTE, RECV, SEND, unique_ints
 from libra_jax.types import (Block, Collective, CommGroup, LibraInputError, RankTrace,
                              StepNode, TraceNode, TraceSet, show)
 
-COMPUTE, COLL, SEND, RECV = (int(TraceNode.COMPUTE), int(TraceNode.COLLECTIVE),
-                             int(TraceNode.SEND), int(TraceNode.RECV))
-#: ASTRA-sim folds workload tags into [0, 5e8) (``Sys::front_end_sim_send``, NATIVE).
-NATIVE_TAGS = 500_000_000
+
+
+class TraceTiming(NamedTuple):
+    """`simulate_trace`'s result.
+
+    ``time_ns``: the step as ASTRA-sim reports it, the latest rank's last node end;
+    ``rank_end_ns`` [R] every rank's last node end; ``class_of`` [R] the representative
+    rank of each rank's class (the rank simulated for it); ``start_ns`` / ``end_ns``:
+    representative rank -> [N] its nodes' start / end; ``busy_ns`` [D] the longest time any
+    rank had a stage running on each dimension."""
+
+    time_ns: float
+    rank_end_ns: np.ndarray
+    class_of: np.ndarray
+    start_ns: dict
+    end_ns: dict
+    busy_ns: np.ndarray
+
+    def rank_times(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
+        """(start_ns, end_ns) [N] of any rank's nodes (its representative's)."""
+        rep = int(self.class_of[rank])
+        return self.start_ns[rep], self.end_ns[rep]
 
 
 # ------------------------------------------------------------------------------ geometry
@@ -199,6 +219,34 @@ class Rank:
         self.link_wait: dict = {}
         self.done = 0
 
+    def chain_from(self, i: int, t: float) -> tuple[float, int]:
+        """Starts the chain of kernels from compute i (ending at t): each the only child of
+        the one before, which is its only parent, so while nothing else wants the compute
+        unit each end only starts the next one and one compute event stands for them all,
+        at the last one's end (the same sums) -> (that end, the last kernel)."""
+        nodes, ends = [i], [t]
+        dur, nxt = self.dur, self.nxt
+        c = nxt[i]
+        while c >= 0:
+            t = t + dur[c]
+            nodes.append(c)
+            ends.append(t)
+            c = nxt[c]
+        self.chain = (nodes, ends)
+        return t, nodes[-1]
+
+    def chain_done(self, m: int) -> None:
+        """Records the ends of the chain's first m kernels (each starting the next) and
+        drops the chain."""
+        nodes, ends = self.chain
+        end, start, waiting = self.end, self.start, self.waiting
+        for j in range(m):
+            end[nodes[j]] = ends[j]
+            start[nodes[j + 1]] = ends[j]
+            waiting[nodes[j + 1]] = 0
+        self.done += m
+        self.chain = None
+
 
 def check_trace(trace: TraceSet, npd, what="trace") -> None:
     R = math.prod(npd)
@@ -251,141 +299,6 @@ def check_trace(trace: TraceSet, npd, what="trace") -> None:
             raise LibraInputError(f"{tr.path}: node id {int(tr.node_id[bad[0]])}: peer "
                                   f"{int(tr.peer[bad[0]])} is not another NPU of the "
                                   f"{R}.")
-
-
-def match_messages(trace: TraceSet):
-    """{(rank, SEND node): (dst, RECV node)} and the reverse: the k-th send from a to b
-    with (tag, size) meets the k-th recv on b from a with (tag, size), in node order."""
-    sends: dict = {}
-    recvs: dict = {}
-    for r, tr in enumerate(trace.ranks):
-        idx = np.flatnonzero(tr.kind == SEND)
-        for i, peer, tag, size in zip(idx.tolist(), tr.peer[idx].tolist(),
-                                      tr.tag[idx].tolist(), tr.size_bytes[idx].tolist()):
-            sends.setdefault((r, peer, tag % NATIVE_TAGS, float(size)), []).append(i)
-        idx = np.flatnonzero(tr.kind == RECV)
-        for i, peer, tag, size in zip(idx.tolist(), tr.peer[idx].tolist(),
-                                      tr.tag[idx].tolist(), tr.size_bytes[idx].tolist()):
-            recvs.setdefault((peer, r, tag % NATIVE_TAGS, float(size)), []).append(i)
-    to, frm = {}, {}
-    for key in set(sends) | set(recvs):
-        s, v = sends.get(key, []), recvs.get(key, [])
-        if len(s) != len(v):
-            src, dst, tag, size = key
-            if len(s) > len(v):
-                tr, i, what = trace.ranks[src], s[len(v)], f"a send to NPU {dst}"
-            else:
-                tr, i, what = trace.ranks[dst], v[len(s)], f"a recv from NPU {src}"
-            raise LibraInputError(
-                f"{tr.path}: node id {int(tr.node_id[i])}: {what} (tag {tag}, "
-                f"{show(size)} bytes) has no matching "
-                f"{'recv' if len(s) > len(v) else 'send'} ({len(s)} sends, {len(v)} recvs "
-                "with that source, destination, tag and size).")
-        for a, b in zip(s, v):
-            to[(key[0], a)] = (key[1], b)
-            frm[(key[1], b)] = (key[0], a)
-    return to, frm
-
-
-def unique_ints(x) -> np.ndarray:
-    """``np.unique`` of an integer array (flattened, sorted, distinct) by one sort: numpy's
-    hash-based ``np.unique`` is some 20x slower on 1e5 entries."""
-    p = np.sort(np.asarray(x).reshape(-1))
-    if p.size < 2:
-        return p
-    return p[np.concatenate(([True], p[1:] != p[:-1]))]
-
-
-class _Arrays:
-    """Node arrays as a dict key: equal when every array has the same dtype, shape and
-    bytes (compared in full); hashed on a sample of each (cheap; a collision only costs a
-    full comparison)."""
-
-    __slots__ = ("arrays", "_hash")
-
-    def __init__(self, *arrays):
-        self.arrays = [np.ascontiguousarray(a) for a in arrays]
-        fp = []
-        for a in self.arrays:
-            flat = a.reshape(-1)
-            step = max(1, flat.size // 64)
-            fp.append((str(a.dtype), a.shape, flat[:16].tobytes(), flat[-16:].tobytes(),
-                       flat[::step].tobytes()))
-        self._hash = hash(tuple(fp))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other) -> bool:
-        return (type(other) is _Arrays and self._hash == other._hash
-                and len(self.arrays) == len(other.arrays)
-                and all(a.dtype == b.dtype and a.shape == b.shape
-                        and np.array_equal(a.reshape(-1).view(np.uint8),
-                                           b.reshape(-1).view(np.uint8))
-                        for a, b in zip(self.arrays, other.arrays)))
-
-
-def rank_classes(trace: TraceSet, geo: Geometry, match_to, match_from, pg_sig) -> np.ndarray:
-    """[R] class id of every rank: ranks with the same graph (up to the renaming of their
-    pg groups and peers), the same pg ring stage times, and whose send/recv peers, matched
-    nodes and group members fall in the same classes (refined to a fixed point)."""
-    keys = []
-    groups = trace.groups
-    used = []  # per rank: group indices its collectives use
-    for r, tr in enumerate(trace.ranks):
-        coll = tr.kind == COLL
-        g = np.where(coll, tr.group, -1).astype(np.int64)
-        is_pg = np.asarray([grp.ranks is not None for grp in groups] + [False], bool)[g]
-        label = np.where(is_pg, 0, -2 - g)
-        if is_pg.any():  # pg groups renamed by first use
-            gp = g[is_pg]
-            u, first, inv = np.unique(gp, return_index=True, return_inverse=True)
-            order = np.argsort(np.argsort(first))
-            label[is_pg] = order[inv]
-            sizes = tuple(len(groups[int(x)].ranks) for x in u[np.argsort(first)])
-        else:
-            sizes = ()
-        p2p = np.flatnonzero((tr.kind == SEND) | (tr.kind == RECV))
-        disp_of: dict = {}  # peer -> displacement
-        for p in set(tr.peer[p2p].tolist()):
-            disp_of[p] = geo.displacement(r, p)
-        disp = tuple(disp_of[p] for p in tr.peer[p2p].tolist())
-        used.append(unique_ints(tr.group[coll]).tolist())
-        keys.append((_Arrays(tr.kind, tr.duration_ns, tr.collective, tr.size_bytes, label,
-                              tr.dep_ptr, tr.deps), sizes, disp, pg_sig(r, tr)))
-    cls = _relabel(keys)
-    npd = geo.npd
-    while True:
-        grid = cls.reshape(tuple(npd), order="F")
-        member_sig: dict = {}
-        sig = []
-        for r, tr in enumerate(trace.ranks):
-            parts = []
-            for g in used[r]:
-                grp = groups[g]
-                if grp.ranks is not None:
-                    parts.append(tuple(sorted({int(cls[m]) for m in grp.ranks})))
-                    continue
-                idx = tuple(slice(None) if grp.involved[d] else geo.coord(r, d)
-                            for d in range(len(npd)))
-                key = (g, tuple(-1 if isinstance(x, slice) else x for x in idx))
-                if key not in member_sig:
-                    member_sig[key] = tuple(unique_ints(grid[idx]).tolist())
-                parts.append(member_sig[key])
-            p2p = np.flatnonzero((tr.kind == SEND) | (tr.kind == RECV)).tolist()
-            peers = tuple((int(cls[m[0]]), m[1]) for m in
-                          ((match_to if tr.kind[i] == SEND else match_from)[(r, i)]
-                           for i in p2p))
-            sig.append((int(cls[r]), tuple(parts), peers))
-        new = _relabel(sig)
-        if new.max() == cls.max():
-            return new
-        cls = new
-
-
-def _relabel(keys) -> np.ndarray:
-    ids: dict = {}
-    return np.asarray([ids.setdefault(k, len(ids)) for k in keys], np.int64)
 
 
 class Shapes:
@@ -503,6 +416,31 @@ class Shapes:
     def ring_directions(self, collective: int) -> tuple[int, ...]:
         q = int(self.tm.queues_per_dim)
         return (0,) if collective == Collective.ALLREDUCE or q < 2 else (0, 1)
+
+
+def timing_of(trace: TraceSet, ranks, cls: np.ndarray, rank_of_cls: dict) -> TraceTiming:
+    """The `TraceTiming` of the simulated ranks once the event loop has drained (their node
+    times turned from lists into arrays); a node that never ran is an error."""
+    for rk in ranks:  # node times as arrays (the loop kept them in lists)
+        rk.start = np.asarray(rk.start, np.float64)
+        rk.end = np.asarray(rk.end, np.float64)
+    for rk in ranks:
+        if rk.done < rk.n:
+            i = int(np.flatnonzero(np.isnan(rk.end))[0])
+            kind = TraceNode(rk.kind[i]).name
+            raise LibraInputError(
+                f"{rk.tr.path}: node id {int(rk.tr.node_id[i])} ({kind}, "
+                f"{show(rk.tr.name[i])}) never ends: a dependency cycle, a recv whose send "
+                "never runs, or a collective some member of its group never issues.")
+    rank_end = np.zeros(trace.num_ranks)
+    ends = {rk.rank: (float(np.max(rk.end)) if rk.n else 0.0) for rk in ranks}
+    rep_of = np.asarray([rank_of_cls[int(c)] for c in cls], np.int64)
+    for r in range(trace.num_ranks):
+        rank_end[r] = ends[int(rep_of[r])]
+    busy = np.max(np.stack([rk.busy for rk in ranks]), axis=0)
+    return TraceTiming(float(rank_end.max()) if rank_end.size else 0.0, rank_end, rep_of,
+                       {rk.rank: rk.start for rk in ranks}, {rk.rank: rk.end for rk in ranks},
+                       busy)
 
 
 # ------------------------------------------------------------------------------ builders
