@@ -85,9 +85,17 @@ class _Arrays:
         return (type(other) is _Arrays and self._hash == other._hash
                 and len(self.arrays) == len(other.arrays)
                 and all(a.dtype == b.dtype and a.shape == b.shape
-                        and np.array_equal(a.reshape(-1).view(np.uint8),
-                                           b.reshape(-1).view(np.uint8))
+                        and np.array_equal(_bits(a), _bits(b))
                         for a, b in zip(self.arrays, other.arrays)))
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """The array's bytes as unsigned integers of its item size (bitwise equality, NaN
+    included; wider words compare faster than single bytes)."""
+    flat = a.reshape(-1)
+    if a.itemsize in (2, 4, 8) and a.dtype.kind != "O":
+        return flat.view(f"u{a.itemsize}")
+    return flat.view(np.uint8)
 
 
 def rank_classes(trace: TraceSet, geo, match_to, match_from, pg_sig) -> np.ndarray:

@@ -184,20 +184,20 @@ class Rank:
         child_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(tr.dep_ptr))
         pairs = unique_ints(tr.deps.astype(np.int64) * max(n, 1) + child_of)
         parent, child = pairs // max(n, 1), pairs % max(n, 1)
-        self.waiting = np.bincount(child, minlength=n).tolist()
-        self.child_ptr = np.searchsorted(parent, np.arange(n + 1)).tolist()
+        parents = np.bincount(child, minlength=n)
+        self.waiting = parents.tolist()
+        ptr = np.searchsorted(parent, np.arange(n + 1))
+        self.child_ptr = ptr.tolist()
         self.children = child.tolist()
         # the next kernel of a chain: a compute's only child, a compute with no other parent
-        cnt = np.diff(self.child_ptr) if n else np.zeros(0, np.int64)
-        one = np.flatnonzero((cnt == 1) & (tr.kind == COMPUTE))
+        one = np.flatnonzero((np.diff(ptr) == 1) & (tr.kind == COMPUTE))
         nxt = np.full(n, -1, np.int64)
-        if one.size:
-            c = child[np.asarray(self.child_ptr, np.int64)[one]]
-            ok = (tr.kind[c] == COMPUTE) & (np.bincount(child, minlength=n)[c] == 1)
-            nxt[one[ok]] = c[ok]
+        c = child[ptr[one]]
+        ok = (tr.kind[c] == COMPUTE) & (parents[c] == 1)
+        nxt[one[ok]] = c[ok]
         self.nxt = nxt.tolist()
         self.chain = None  # (nodes, ends) of the chain of kernels running as one event
-        self.ready = [i for i in range(n) if self.waiting[i] == 0]
+        self.ready = np.flatnonzero(parents == 0).tolist()  # ascending: a heap
         heapq.heapify(self.ready)
         self.computing = False
         self.inflight = 0
@@ -206,7 +206,7 @@ class Rank:
         self.queues = [[[] for _ in range(q)] for _ in range(num_dims)]
         self.running: dict = {}
         self.streams_left: dict = {}
-        self.busy = np.zeros(num_dims)
+        self.busy = [0.0] * num_dims  # a list while the event loop runs
         self.nrun = [0] * num_dims  # running stages per dimension, and since when
         self.since = [0.0] * num_dims
         self.t = 0.0  # when the unaware stages' remaining fractions were last brought up
@@ -437,7 +437,7 @@ def timing_of(trace: TraceSet, ranks, cls: np.ndarray, rank_of_cls: dict) -> Tra
     rep_of = np.asarray([rank_of_cls[int(c)] for c in cls], np.int64)
     for r in range(trace.num_ranks):
         rank_end[r] = ends[int(rep_of[r])]
-    busy = np.max(np.stack([rk.busy for rk in ranks]), axis=0)
+    busy = np.max(np.asarray([rk.busy for rk in ranks], np.float64), axis=0)
     return TraceTiming(float(rank_end.max()) if rank_end.size else 0.0, rank_end, rep_of,
                        {rk.rank: rk.start for rk in ranks}, {rk.rank: rk.end for rk in ranks},
                        busy)
