@@ -244,8 +244,8 @@ def test_the_planner_rents_padding_until_it_has_paid_for_a_program(monkeypatch):
     calls paid, per (bucket, bucket it ran in), is taken off the estimated compilation of
     a program that would have saved it, by hand; a mix whose small-bucket problems ran
     padded in a compiled large program stays there on a first call and gets its own
-    program once the padding it paid exceeds a compilation; counts are keyed by powers of
-    two (a plan is made again only when one doubles)."""
+    program once the padding it paid exceeds a compilation; the key holds the counts as
+    they stood when the total last doubled (a plan is made again only then)."""
     small, large = (4, 8, 2, 1, 0, 0), (6, 16, 2, 1, 0, 0)
     per = BP.problem_seconds(large) - BP.problem_seconds(small)
     assert per == pytest.approx(10.5e-6 * (6 ** 1.2 * 2.6 - 4 ** 1.2 * 1.8))
@@ -266,7 +266,9 @@ def test_the_planner_rents_padding_until_it_has_paid_for_a_program(monkeypatch):
     credit = BP.paid_credit(paid.key("k"), small)
     assert credit > 0.5 * BP.COMPILE_SECONDS["full"] and 3750 * per * (calls - 1) < (
         2 * BP.COMPILE_SECONDS["full"]), (calls, credit)
-    assert paid.key("k") == frozenset({(small, large, 1 << (3750 * calls).bit_length() - 1)})
+    # (the key: the counts as they stood when the kind's total last doubled)
+    last = 1 << ((3750 * calls).bit_length() - 1)
+    assert paid.key("k") == frozenset({(small, large, 3750 * -(-last // 3750))})
     assert BP.program_plan(small, 3750, 256, compiled, credit=1e9)[0] == pytest.approx(
         15 * 256 * BP.problem_seconds(small) + BP.MIN_COMPILE_SHARE
         * BP.COMPILE_SECONDS["full"] + 15 * BP.CHUNK_SECONDS["full"])

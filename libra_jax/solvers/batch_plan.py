@@ -159,13 +159,19 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
     (by the cost model), and a call that repeats nothing pays as before."""
 
     targets: dict[tuple, tuple] = {}  # (join, n) -> (cost, target), computed once each
+    credits: dict[tuple, float] = {}  # shape -> paid_credit, computed once each
+
+    def credit(t):
+        if t not in credits:
+            credits[t] = paid_credit(paid, t) if paid else 0.0
+        return credits[t]
 
     def best_target(join, n):
         if (join, n) not in targets:
             options = [join] + [shape for shape, _, _ in compiled
                                 if all(x >= y for x, y in zip(shape, join))]
             targets[join, n] = min(((program_plan(t, n, max_chunk, compiled, tiers,
-                                                  paid_credit(paid, t), calls)[0], t)
+                                                  credit(t), calls)[0], t)
                                     for t in set(options)), key=lambda ct: (ct[0], ct[1]))
         return targets[join, n]
 
@@ -216,21 +222,30 @@ def paid_credit(paid: frozenset, shape: tuple[int, ...]) -> float:
 
 class Paid:
     """The padding a process's calls paid, per kind of kernel program: problems per (bucket,
-    the larger bucket they ran in) (`plan_buckets`' ski rental). ``key(kind)`` gives them
-    with each count rounded down to a power of two, so that a plan made for a mix is taken
-    again (`_PLANS`) until a count doubles."""
+    the larger bucket they ran in) (`plan_buckets`' ski rental). ``key(kind)`` gives them as
+    they stood when the kind's total last doubled (triples (bucket, ran in, problems)), so
+    that a plan made for a mix is taken again (`_PLANS`) until then: a mix of 10,000
+    problems is planned afresh after calls 1, 2, 4, 8, ..., not at every call."""
 
     def __init__(self) -> None:
         self.counts: dict = {}
+        self.totals: dict = {}
+        self.keys: dict = {}
 
     def add(self, kind, bucket: tuple, ran: tuple, n: int) -> None:
         if bucket != ran and n > 0:
             mine = self.counts.setdefault(kind, {})
             mine[bucket, ran] = mine.get((bucket, ran), 0) + n
+            before = self.totals.get(kind, 0)
+            self.totals[kind] = before + n
+            if before.bit_length() != self.totals[kind].bit_length():
+                self.keys.pop(kind, None)
 
     def key(self, kind) -> frozenset:
-        return frozenset((b, r, 1 << (n.bit_length() - 1))
-                         for (b, r), n in self.counts.get(kind, {}).items())
+        if kind not in self.keys:
+            self.keys[kind] = frozenset((b, r, n) for (b, r), n in
+                                        self.counts.get(kind, {}).items())
+        return self.keys[kind]
 
 
 def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tier,
