@@ -281,10 +281,10 @@ def test_programs_noted_in_the_store_count_as_compiled(monkeypatch):
     notes = (f"{kind!r}|{((4, 8, 2, 1, 0, 0), 256, 'full')!r}",
              f"{kind!r}|((4, 8, 2",  # damaged
              f"('other', 1)|{((6, 8, 2, 1, 0, 0), 256, 'full')!r}")
-    monkeypatch.setattr(B.STORE, "notes", lambda: notes)
-    monkeypatch.setattr(B, "_STORED", {})
-    assert ((4, 8, 2, 1, 0, 0), 256, "full") in B._compiled(kind)
-    assert not any(s[0] == (6, 8, 2, 1, 0, 0) for s in B._compiled(kind))
+    monkeypatch.setattr(BP.STORE, "notes", lambda: notes)
+    monkeypatch.setattr(BP, "STORED", {})
+    assert ((4, 8, 2, 1, 0, 0), 256, "full") in BP.compiled_for(kind)
+    assert not any(s[0] == (6, 8, 2, 1, 0, 0) for s in BP.compiled_for(kind))
 
 
 def test_chunk_plan_covers_every_size_with_ladder_sizes():

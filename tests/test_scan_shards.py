@@ -23,7 +23,7 @@ from test_scan import (  # noqa: F401  (tiny_reference: a fixture)
     tiny_reference,
 )
 
-from libra_jax.solvers import batch
+from libra_jax.solvers import batch_plan
 from libra_jax.studies import scan
 from libra_jax.studies.scan.files import read_json
 from libra_jax.studies.scan.summary import Summary
@@ -227,7 +227,8 @@ def _real(monkeypatch, out, count=1, chunk_size=2048, **run):
     cfg.scan.num_shards = count
     for i in range(count):
         cfg.scan.shard_index = i
-        monkeypatch.setattr(batch, "_COMPILED", set())
+        monkeypatch.setattr(batch_plan, "COMPILED", set())  # (each shard as a fresh process,
+        monkeypatch.setattr(batch_plan.STORE, "notes", lambda: ())  # with an empty store)
         scan.run_scan(cfg, out)
     if count > 1:
         scan.merge_scan(out, cfg.report)

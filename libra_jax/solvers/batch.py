@@ -21,13 +21,18 @@ little and each program costs seconds to compile. The batch axis is padded too: 
 problems run in chunks whose sizes come from a fixed ladder (16, 256, 1024, 65536, ... up to
 ``max_chunk``, 256 on a CPU), so a call with another number of problems reuses compiled
 code. A chunk runs for its slowest problem's iterations; chunks after the first may run
-under an iteration limit, the few problems it stops being solved again (`run_bucket`). A call's buckets are then merged up into larger ones present
+under an iteration limit, the few problems it stops being solved again (`run_buckets`).
+A call's buckets are then merged up into larger ones present
 in it (`plan_buckets`) while a program costs more to compile than the padding costs to run,
-by a measured cost model that knows which programs this process has compiled already; chunk
-sizes are chosen by the same model (`chunk_plan`). A first call of a few hundred mixed
-problems compiles one program; a later call of ten thousand reuses it. `compiled_programs`
-counts them; `warm_up` compiles them ahead of a call. The programs go through the executable
-store (`compilation.STORE`): a later process loads them without tracing.
+by a measured cost model that knows which programs this process has compiled and which
+earlier processes stored (`batch_plan.compiled_for`); chunk sizes are chosen by the same model
+(`chunk_plan`). A first call of a few hundred mixed problems compiles one program; a later
+call of ten thousand reuses it. Across calls the padding paid is rent (`batch_plan.Paid`):
+what a finer program would have saved is taken off its compilation, so a mix solved again
+and again gets finer buckets; `warm_up(..., calls=N)` plans for N calls at once. A call's
+buckets run side by side (`run_buckets`). `compiled_programs` counts the programs; `warm_up`
+compiles them ahead of a call. The programs go through the executable store
+(`compilation.STORE`): a later process loads them without tracing.
 
 Certification. The kernel stops when its Lagrangian bound (`ipm.lagrangian_bound`) certifies
 the gap; where it does not (rare: degenerate problems on which the closed-form bound is weak,
@@ -49,7 +54,6 @@ net.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from typing import NamedTuple
 
@@ -81,12 +85,13 @@ from libra_jax.solvers.batch_plan import (  # noqa: F401
     CHUNK_LADDER,
     CHUNK_SECONDS,
     COMPILE_SECONDS,
-    Paid,
+    PAID,
     SINGLE_COMPILE_SHARE,
     SLOWDOWN,
     TIERS,
     bucket_shape,
     chunk_plan,
+    compiled_for,
     default_max_chunk,
     ladder_sizes,
     pad_concat,
@@ -95,6 +100,7 @@ from libra_jax.solvers.batch_plan import (  # noqa: F401
     plan_call,
     problem_seconds,
     program_plan,
+    remember,
     stack,
     take,
     unstack,
@@ -113,57 +119,13 @@ from libra_jax.solvers.batch_run import (  # noqa: F401
 # entry points, like solve.py's, carry `types.float64`.
 
 
-#: (kernel kind, bucket, chunk size, tier) of the kernel programs this process has run, for
-#: `plan_buckets`' cost model.
-_COMPILED: set = set()
-
-
-#: The padding this process's calls paid, per kind (`batch_plan.Paid`: the planner's ski
-#: rental).
-_PAID = Paid()
-
-
-def _compiled(kind) -> frozenset:
-    """(bucket, chunk size, tier) of the programs of ``kind`` this process has run, and of
-    those the executable store holds on disk from earlier processes (`_remember`): loading
-    one costs a small share of compiling it."""
-    mine = {(shape, c, tier) for k, shape, c, tier in _COMPILED if k == kind}
-    notes = STORE.notes()
-    key = (repr(kind), len(notes))
-    if key not in _STORED:
-        stored = set()
-        prefix = key[0] + "|"
-        for note in notes:
-            if note.startswith(prefix):
-                try:
-                    shape, c, tier = ast.literal_eval(note[len(prefix):])
-                    stored.add((tuple(int(x) for x in shape), int(c), str(tier)))
-                except (ValueError, SyntaxError, TypeError):
-                    continue  # (a damaged line: that program is compiled again if needed)
-        _STORED.clear()
-        _STORED[key] = frozenset(stored)
-    return frozenset(mine | _STORED[key])
-
-
-#: The stored programs of the last kind `_compiled` looked up, by (kind, notes read).
-_STORED: dict = {}
-
-
-def _remember(kind, shape, size, tier) -> None:
-    """Records a program this process ran (the planner's `_COMPILED`, and a note in the
-    executable store, which holds the program itself, for later processes)."""
-    if (kind, shape, size, tier) not in _COMPILED:
-        _COMPILED.add((kind, shape, size, tier))
-        STORE.note(f"{kind!r}|{(shape, size, tier)!r}")
-
-
 def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier,
                fixed: bool = False, calls: int = 1) -> tuple[dict, dict]:
     """`batch_plan.plan_call` of one call (`solve_batch`, `solve_stacked`, `warm_up`) with
     ``counts`` problems per bucket, given what this process compiled for ``kind`` (or
     finds stored) and the padding its calls paid."""
-    return plan_call(counts, max_chunk, frozenset() if fixed else _compiled(kind), tier,
-                     fixed, _PAID.key(kind), calls)
+    return plan_call(counts, max_chunk, frozenset() if fixed else compiled_for(kind), tier,
+                     fixed, PAID.key(kind), calls)
 
 
 def _kind(config, dtype, devices) -> tuple:
@@ -244,7 +206,7 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     target, plans = _plan_call(counts, max_chunk, kind, tier, fixed_programs)
     if not fixed_programs:
         for shape, count in counts.items():
-            _PAID.add(kind, shape, target[shape], count)
+            PAID.add(kind, shape, target[shape], count)
     by_bucket: dict[tuple, list[int]] = {}
     for gi, shape in enumerate(shapes):
         by_bucket.setdefault(target[shape], []).append(gi)
@@ -266,7 +228,7 @@ def _solve_groups(groups: list[Problem], caps, *, dtype, chunk, devices, certify
     for (shape, gis), order, out in zip(by_bucket.items(), orders, outs):
         chosen, plan = plans[shape]
         for size in set(plan):
-            _remember(kind, shape, size, chosen)
+            remember(kind, shape, size, chosen)
         start = 0
         for g in gis:
             bws[g] = out[0][start:start + sizes[g], : groups[g].lo.shape[-1]]
@@ -486,7 +448,7 @@ def warm_up(problems: list[Problem], *, count: int | None = None, caps=None,
         for size in sorted(set(plan)):  # (a cap changes no program: cap_on is an input)
             run_bucket(bucket, np.zeros(1), np.zeros(1, bool), dtype=dtype,
                         plan=[size], devices=devices, config=config, tier=chosen)
-            _remember(kind, shape, size, chosen)
+            remember(kind, shape, size, chosen)
             programs.append((shape, size, chosen))
     return WarmUp(programs)
 

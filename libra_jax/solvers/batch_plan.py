@@ -5,12 +5,15 @@ powers of two), the padding of problems to a bucket (`pad_stacked`, `pad_concat`
 stacking helpers (`stack`, `take`, `unstack`); the chunk sizes of a bucket's batch
 (`CHUNK_LADDER`, `chunk_plan`); the tiers of XLA optimisation and the measured
 compile-vs-padding cost model (`TIERS`, `problem_seconds`, `program_plan`) by which a call's
-buckets are merged (`plan_buckets`). Pure host-side planning: nothing here runs a kernel.
-See `batch`'s docstring for the whole engine.
+buckets are merged (`plan_buckets`), across calls with the padding paid as rent (`Paid`);
+the programs a process has run or finds stored (`COMPILED`, `compiled_for`, `remember`).
+Pure host-side planning: nothing here runs a kernel. See `batch`'s docstring for the whole
+engine.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 import jax
@@ -22,6 +25,7 @@ from libra_jax.model.problem import (
     Problem,
     problem_sizes,
 )
+from libra_jax.solvers.compilation import STORE
 
 CHUNK_LADDER = (16, 256, 1024, 65536, 524288)
 
@@ -246,6 +250,52 @@ class Paid:
             self.keys[kind] = frozenset((b, r, n) for (b, r), n in
                                         self.counts.get(kind, {}).items())
         return self.keys[kind]
+
+
+# The programs a process has run or finds stored, and the padding it paid: what
+# `plan_call` is given by the engines (`batch`).
+
+#: (kernel kind, bucket, chunk size, tier) of the kernel programs this process has run, for
+#: `plan_buckets`' cost model.
+COMPILED: set = set()
+
+
+#: The padding this process's calls paid, per kind (`Paid`: the planner's ski rental).
+PAID = Paid()
+
+
+def compiled_for(kind) -> frozenset:
+    """(bucket, chunk size, tier) of the programs of ``kind`` this process has run, and of
+    those the executable store holds on disk from earlier processes (`remember`): loading
+    one costs a small share of compiling it."""
+    mine = {(shape, c, tier) for k, shape, c, tier in COMPILED if k == kind}
+    notes = STORE.notes()
+    key = (repr(kind), len(notes))
+    if key not in STORED:
+        stored = set()
+        prefix = key[0] + "|"
+        for note in notes:
+            if note.startswith(prefix):
+                try:
+                    shape, c, tier = ast.literal_eval(note[len(prefix):])
+                    stored.add((tuple(int(x) for x in shape), int(c), str(tier)))
+                except (ValueError, SyntaxError, TypeError):
+                    continue  # (a damaged line: that program is compiled again if needed)
+        STORED.clear()
+        STORED[key] = frozenset(stored)
+    return frozenset(mine | STORED[key])
+
+
+#: The stored programs of the last kind `compiled_for` looked up, by (kind, notes read).
+STORED: dict = {}
+
+
+def remember(kind, shape, size, tier) -> None:
+    """Records a program this process ran (the planner's `COMPILED`, and a note in the
+    executable store, which holds the program itself, for later processes)."""
+    if (kind, shape, size, tier) not in COMPILED:
+        COMPILED.add((kind, shape, size, tier))
+        STORE.note(f"{kind!r}|{(shape, size, tier)!r}")
 
 
 def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tier,

@@ -3,7 +3,8 @@
 The jitted kernels (`_kernel`, the interior point vmapped over a chunk; `_kernel_one`, one
 problem without vmap; `_kernel_optax`, the first-order method; `_evaluate_f64`, the float64
 evaluation of a float32 run) and `compiled_programs`, which counts them; one bucket's chunks
-run across devices, under an iteration limit after the first (`run_bucket`,
+run across devices, under an iteration limit after the first, several buckets side by side
+(`run_buckets`, `run_bucket`,
 `_IterationLimit`); the host's polish by the exact step on the active set and its
 tangent-plane certificate (`finish`). See `batch`'s docstring for the whole engine.
 """

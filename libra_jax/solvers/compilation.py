@@ -270,10 +270,9 @@ class ExecutableStore:
         """Appends one line (no newline in it) to the store's notes (e.g. which bucket
         program a kernel executable is, for the batch planner); kept in memory without a
         folder, or when the folder cannot be written."""
-        notes = self.notes()
-        if line in notes or "\n" in line:
+        if line in self.notes() or "\n" in line:
             return
-        self._notes.append(line)
+        self._notes = [*(self._notes or ()), line]
         path = self._notes_path()
         if path is not None:
             try:
