@@ -290,35 +290,49 @@ def _presets():
                        .splitlines())]
 
 
-@pytest.mark.parametrize("preset", _presets())
+#: Presets whose exported trace set takes minutes to write, read back and simulate (gb200_nvl72
+#: 9,261 nodes x 576 ranks, tpu_v4 3,397 x 4,096), and gpt3_4d_multi (gpt3_4d's step, which
+#: the default suite runs): in the slow suite.
+SLOW_ROUND_TRIPS = ("gb200_nvl72", "tpu_v4", "gpt3_4d_multi")
+
+
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow)
+                                    if p in SLOW_ROUND_TRIPS else p for p in _presets()])
 def test_every_preset_round_trips_through_chakra_files(preset, tmp_path):
-    """A shipped preset's step exported as Chakra ETs (`chakra.write_traces`, compute in
-    whole µs) and imported again (`read_chakra`) simulates to the step of the exported
-    graph (`step.simulate_step` with the written durations) to 1e-9, both backends. A
-    preset whose groups span part of a dimension cannot be written with involved_dim
-    (write_traces refuses it, saying so)."""
+    """A shipped preset's step exported as ASTRA-sim files (``export_astrasim=true``:
+    `chakra.write_traces`, or with a group over part of a dimension the ``pg_name`` trace
+    set with its comm-group JSON; compute in whole µs) and imported again (`read_chakra`)
+    simulates to the step libra_jax reports for the exported graph
+    (`timing.step_time_ns`'s `step_partial.simulate_graph_ns`, the written durations) to
+    1e-9, both backends."""
     import dataclasses
 
     from libra_jax.inputs import chakra
-    from libra_jax.model import step
+    from libra_jax.model import step, step_partial
+    from libra_jax.studies.job.config import LibraConfig
+    from libra_jax.studies.job.export import export_astrasim
 
     network, workload, tm0 = _preset_inputs(preset)
+    tm0 = dataclasses.replace(tm0, training_loop="dp_overlap", chunks=2)
+    bw = np.linspace(50.0, 200.0, network.num_dims)
+    export_astrasim(LibraConfig(export_astrasim=True), tmp_path, network, bw, tm0, workload)
+    et = tmp_path / "astrasim" / "et"
+    groups = et / "wl.comm_groups.json"
     nodes = step.step_graph(workload, "dp_overlap")
-    try:
-        chakra.write_traces(nodes, network.npus, tmp_path)
-    except LibraInputError as e:
-        assert "whole dimensions" in str(e) or "part of a dimension" in str(e), str(e)
-        return
+    partial = step_partial.has_partial_groups(nodes, network.npus)
+    assert groups.exists() == partial, preset
     written = [dataclasses.replace(nd, duration_ns=1000.0 * chakra.micros(nd.duration_ns))
                if nd.kind == "compute" else nd for nd in nodes]
-    trace = read_chakra(tmp_path / "wl", num_dims=network.num_dims)
-    bw = np.linspace(50.0, 200.0, network.num_dims)
+    trace = read_chakra(et / "wl", groups if partial else None, num_dims=network.num_dims)
     for backend in ("unaware", "aware"):
-        tm = dataclasses.replace(tm0, training_loop="dp_overlap", chunks=2,
-                                 network_backend=backend)
-        ref = step.simulate_step(written, network.block_codes, network.npus, bw, tm).time_ns
+        tm = dataclasses.replace(tm0, network_backend=backend)
+        ref = step_partial.simulate_graph_ns(written, network.block_codes, network.npus, bw,
+                                             tm)
         sim = step_trace.simulate_trace(trace, network.block_codes, network.npus, bw, tm)
         assert sim.time_ns == pytest.approx(ref, rel=1e-9), (preset, backend)
+        if not partial:  # the hierarchical replay itself, unchanged
+            assert ref == step.simulate_step(written, network.block_codes, network.npus, bw,
+                                             tm).time_ns
 
 
 def test_groups_over_part_of_a_dimension_as_pg_name_rings(tmp_path):

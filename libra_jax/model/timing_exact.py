@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.model import pipelined, step
+from libra_jax.model import pipelined, step, step_partial
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.timing_rows import unique_collectives
 from libra_jax.model.timing_spec import HOPS, TimingModel, check_timing
@@ -96,12 +96,14 @@ def step_time_ns(workload, network, tm: TimingModel, bandwidth_gbps) -> float:
     """The step time (ns) at given bandwidths by the exact model: for ``model=pipelined``
     the step simulated as ASTRA-sim's system layer runs it (`step.simulate_step`: every
     collective chunked over per-dimension queues, collectives in flight together sharing
-    dimensions, the configured link model); for ``model=libra`` the training loop over
-    LIBRA's collective times (`loop_step_time_ns`)."""
+    dimensions, the configured link model; a step with a collective over part of a
+    dimension as its Chakra export runs, each such group a ``pg_name`` flat ring:
+    `step_partial.simulate_graph_ns`); for ``model=libra`` the training loop over LIBRA's
+    collective times (`loop_step_time_ns`)."""
     check_timing(tm, network.num_dims)
     if tm.model == "libra":
         coll_ns, _ = collective_times_ns(workload, network, tm, bandwidth_gbps)
         return loop_step_time_ns(workload.compute_ns, coll_ns, tm.training_loop)
     nodes = step.step_graph(workload, tm.training_loop)
-    return step.simulate_step(nodes, network.block_codes, network.npus, bandwidth_gbps,
-                              tm).time_ns
+    return step_partial.simulate_graph_ns(nodes, network.block_codes, network.npus,
+                                          bandwidth_gbps, tm)

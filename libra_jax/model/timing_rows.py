@@ -16,7 +16,7 @@ import numpy as np
 from libra_jax.inputs.limits import as_instance
 from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload
-from libra_jax.model import pipelined, step
+from libra_jax.model import pipelined, step, step_partial
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.problem import (
     ConstraintSpec,
@@ -65,6 +65,12 @@ def unique_collectives(workload, dedupe: bool = True):
     return [k if dedupe else k[0] for k in keys], index, issues
 
 
+def spans_part(comm, network) -> bool:
+    """Whether a communicator (NPUs per dimension) takes part of some dimension: under
+    ``model=pipelined`` a ``pg_name`` flat ring (`step_partial`), not a hierarchical one."""
+    return any(int(g) > 1 and int(g) != int(n) for g, n in zip(comm, network.npus))
+
+
 def collective_pieces(keys, network, tm: TimingModel):
     """Each distinct collective as pieces (s, GB): lists of (c0_s, w [J], c [J, I], a [J, I, D],
     on [J, I]) per key; time_s(bw) = c0 + sum_j w_j max_{i on} (c_ji + sum_d a_jid / bw_d)."""
@@ -85,11 +91,15 @@ def collective_pieces(keys, network, tm: TimingModel):
     blocks = np.asarray(network.block_codes, np.int32)
     lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     p2p = code == Collective.SENDRECV
+    pg = np.asarray([not p2p[u] and spans_part(comm[u], network) for u in range(len(keys))],
+                    bool)
+    batch = ~p2p & ~pg
     pieces = None
-    if np.any(~p2p):
+    if np.any(batch):
         with jax.enable_x64(True):
             pieces = jax.device_get(pipelined.workload_pieces(
-                code[~p2p], size[~p2p], comm[~p2p], blocks, latency_ns=lat, chunks=tm.chunks,
+                code[batch], size[batch], comm[batch], blocks, latency_ns=lat,
+                chunks=tm.chunks,
                 endpoint_delay_ns=tm.endpoint_delay_ns,
                 local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib,
                 schedule=tm.schedule))
@@ -106,6 +116,16 @@ def collective_pieces(keys, network, tm: TimingModel):
             rows_on = used[None]
             out.append((0.0, np.ones(1), c[None] / 1e9,
                         np.where(used[:, None], np.diag(a), 0.0)[None] / 1e9, rows_on))
+            continue
+        if pg[u]:
+            # a group over part of a dimension: a pg_name flat ring on dimension 0's queue
+            # (`step_partial.pg_ring_piece`: the same bound for every member)
+            c_s, a_gb = step_partial.pg_ring_piece(
+                int(code[u]), float(size[u]), step_partial.partial_members(comm[u],
+                                                                            network.npus),
+                network, tm)
+            out.append((0.0, np.ones(1), np.full((1, 1), c_s), a_gb[None, None],
+                        np.ones((1, 1), bool)))
             continue
         if tm.queues_per_dim > 1:
             out.append(_multi_queue_pieces(keys[u], network, tm))
@@ -298,6 +318,11 @@ def dimension_work(keys, network, tm: TimingModel):
     out = []
     for code, size, comm in keys:
         const, coef = np.zeros(d), np.zeros(d)
+        if code != Collective.SENDRECV and spans_part(comm, network):
+            # a pg_name ring runs on dimension 0's queues at other dimensions' bandwidths:
+            # left out of the per-dimension work (a smaller sum stays a lower bound)
+            out.append((const, coef))
+            continue
         comm = np.asarray(comm, np.int32)
         if code == Collective.SENDRECV:
             dim = int(np.argmax(comm > 1))
@@ -388,6 +413,11 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
         return None
     mu = np.asarray(mu_rows, np.float64)
     work = np.asarray([o == WORK_ROW for o in origin])
+    if tm.model == "pipelined" and any(code != Collective.SENDRECV and spans_part(comm, network)
+                                       for code, _, comm in keys):
+        # a pg_name ring's piece (`step_partial.pg_ring_piece`) is not differentiated in
+        # the size here either
+        return None
     if tm.model == "pipelined" and (tm.queues_per_dim > 1 or (
             np.any(work) and np.sum(np.abs(mu[work])) > 1e-9 * max(np.sum(np.abs(mu)), 1e-300))):
         # the multi-queue pieces and the binding dimension-work rows are not differentiated

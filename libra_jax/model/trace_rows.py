@@ -26,10 +26,9 @@ Messages (SEND / RECV) are bounded by their bytes over the link of the first dim
 which the two NPUs differ (congestion-unaware backend: ASTRA-sim times them there) or, under
 the congestion-aware backend, over every dimension they cross (dimension-ordered routing,
 store and forward; twice through a Switch). Collectives over a ``pg_name`` group (a flat
-ring on dimension 0's queue) are bounded by each member's bytes over its own hop to the
-next member (the hop's first differing dimension; under the aware backend the slowest
-dimension it crosses): every member sends all its ring messages over that hop, one after
-another.
+ring on dimension 0's queue) are bounded alike for every member
+(`step_partial.pg_ring_piece`): a member's ring stage lasts at least the ``steps`` hops
+before it on the ring, each at its time alone.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ import collections
 import numpy as np
 
 from libra_jax.inputs.chakra_graph import topological_order
-from libra_jax.model import pipelined, step
-from libra_jax.model.collectives import traffic_bytes
+from libra_jax.model import pipelined, step, step_partial
 from libra_jax.model.problem import ModelRows
 from libra_jax.model.timing_rows import collective_pieces, dimension_work
 from libra_jax.model.timing_spec import TimingModel
@@ -49,13 +47,6 @@ from libra_jax.types import LibraInputError, TraceNode
 
 #: Ranks of more nodes than this get no compute-unit cuts (`TraceBound._serial_ns`).
 SERIAL_MAX_NODES = 20_000
-
-
-def _ring_bytes(code: int, nbytes: float, n: int) -> float:
-    """Bytes each member of a flat ring of ``n`` NPUs sends for the collective ``code`` of
-    ``nbytes`` (`collectives.traffic_bytes` on one dimension of ``n``)."""
-    return float(np.asarray(traffic_bytes(np.int32(code), float(nbytes),
-                                          np.asarray([n], np.int32)))[0])
 
 
 def coordinates(rank: int, npus_per_dim) -> list[int]:
@@ -142,13 +133,8 @@ class TraceBound:
             term = (0.0, {self._new_piece([(0.0, coef)]): 1.0})
         elif kind == "pg":
             _, code, nbytes, members = key
-            n = len(members)
-            sent = _ring_bytes(code, nbytes, n)
-            rows = []
-            for i, a in enumerate(members):
-                b = members[(i + 1) % n]
-                rows.append((0.0, self._message_coef(a, b, sent)))
-            term = (0.0, {self._new_piece(rows): 1.0})
+            piece = step_partial.pg_ring_piece(code, nbytes, members, self.network, self.tm)
+            term = (0.0, {} if piece is None else {self._new_piece([piece]): 1.0})
         else:  # a collective over whole dimensions: the pieces of its chunk schedule
             _, code, nbytes, group = key
             (c0, w, c, a, on), = collective_pieces([(code, nbytes, group)], self.network,
@@ -354,9 +340,9 @@ class TraceBound:
         """Rows of the path-free bounds (s, GB): each rank's compute, and its work on each
         dimension's queues over their number: a collective over whole dimensions keeps a
         queue of each dimension it crosses busy for its work there
-        (`timing_rows.dimension_work`); one over a ``pg_name`` group keeps one of dimension
-        0's queues busy at least while the rank sends its bytes over its own hop to the
-        next member (the hop's links, as in the collective's term)."""
+        (`timing_rows.dimension_work`); one over a ``pg_name`` group keeps dimension 0's
+        queues busy at least for its ring's bound (`step_partial.pg_ring_piece`, as in the
+        collective's term)."""
         out = []
         q = float(self.tm.queues_per_dim)
         work = dict(zip(self._coll_keys, dimension_work(
@@ -367,6 +353,7 @@ class TraceBound:
                         np.zeros(self.d)))
             const, coef = np.zeros(self.d), np.zeros(self.d)
             ring = np.zeros(self.d)  # GB over each dimension's bandwidth, on dim 0's queues
+            ring_s = 0.0
             for key in self._node_term[r]:
                 if key is None:
                     continue
@@ -374,17 +361,17 @@ class TraceBound:
                     c, a = work[key]
                     const, coef = const + c, coef + a
                 elif key[0] == "pg":
-                    _, code, nbytes, members = key
-                    nxt = members[(members.index(r) + 1) % len(members)]
-                    ring = ring + self._message_coef(
-                        r, nxt, _ring_bytes(code, nbytes, len(members)))
+                    piece = step_partial.pg_ring_piece(*key[1:], self.network, self.tm)
+                    if piece is not None:
+                        ring_s, ring = ring_s + piece[0], ring + piece[1]
             for dim in range(self.d):
                 row = np.zeros(self.d)
                 row[dim] = coef[dim]
+                c = float(const[dim])
                 if dim == 0:
-                    row = row + ring
+                    row, c = row + ring, c + ring_s
                 if np.any(row > 0):
-                    out.append((float(const[dim]) / q, row / q))
+                    out.append((c / q, row / q))
         return out
 
     def used_dims(self) -> np.ndarray:

@@ -446,7 +446,7 @@ def timing_of(trace: TraceSet, ranks, cls: np.ndarray, rank_of_cls: dict) -> Tra
 # ------------------------------------------------------------------------------ builders
 
 
-def _block_members(r: int, group, npd, strides) -> tuple[int, ...]:
+def block_members(r: int, group, npd, strides) -> tuple[int, ...]:
     """The NPUs of rank ``r``'s group when dimension d takes ``group[d]`` NPUs: those that
     share ``r``'s block of ``group[d]`` consecutive coordinates on every dimension (the
     whole dimension when it is all of it, ``r``'s own coordinate when 1), ascending."""
@@ -458,6 +458,17 @@ def _block_members(r: int, group, npd, strides) -> tuple[int, ...]:
     return tuple(sorted(members))
 
 
+def spans_part_of_a_dimension(node: StepNode, npus_per_dim) -> bool:
+    """Whether a comm node of `step.step_graph` (not a SENDRECV) is a collective over part
+    of a dimension: its group takes neither 1 nor all of some dimension's NPUs (or does
+    not match its involved dimensions). Chakra can say such a group only as a ``pg_name``
+    ring (`trace_from_nodes` with ``partial_as_pg``)."""
+    if node.kind != "comm" or node.collective == Collective.SENDRECV:
+        return False
+    return any(int(g) != (int(n) if v else 1)
+               for g, n, v in zip(node.group, npus_per_dim, node.involved))
+
+
 def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *, prefix: str = "step",
                      partial_as_pg: bool = False) -> TraceSet:
     """The trace set of a `step.step_graph` node list run by every NPU, as
@@ -465,7 +476,7 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *, prefix: str = "
     its involved dimensions, a SENDRECV as a send to the next NPU and a recv from the
     previous one of the first involved dimension of more than one NPU (tag: the node's
     index). A collective over part of a dimension is refused, or with ``partial_as_pg``
-    given as a ``pg_name`` group per block of NPUs (`_block_members`; names "1", "2", ...
+    given as a ``pg_name`` group per block of NPUs (`block_members`; names "1", "2", ...
     in order of first use), which ASTRA-sim runs as a flat ring on dimension 0's queue: not
     the hierarchical collective `step.simulate_step` times."""
     npd = [int(n) for n in npus_per_dim]
@@ -504,7 +515,7 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *, prefix: str = "
             else:
                 kind[i], coll[i], size[i] = COLL, int(nd.collective), float(nd.size_bytes)
                 inv = tuple(bool(v) for v in nd.involved)
-                if any(int(g) != (npd[d] if inv[d] else 1) for d, g in enumerate(nd.group)):
+                if spans_part_of_a_dimension(nd, npd):
                     if partial_as_pg:
                         partial[i] = tuple(int(g) for g in nd.group)
                         names.append(nd.name)
@@ -522,7 +533,7 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *, prefix: str = "
         if partial:
             own = group.copy()
             for i, g in partial.items():
-                members = _block_members(r, g, npd, strides)
+                members = block_members(r, g, npd, strides)
                 own[i] = len(groups) + rings.setdefault(members, len(rings))
         peer = np.full(N, -1, np.int32)
         for i, d in shift.items():

@@ -7,7 +7,7 @@ import logging
 import pathlib
 
 from libra_jax.inputs import astrasim, chakra, chakra_export
-from libra_jax.model import step, step_trace
+from libra_jax.model import step, step_partial, step_trace
 from libra_jax.model.timing import TimingModel
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.types import LibraInputError, show
@@ -65,11 +65,11 @@ def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth
         return
     out = output_dir / "astrasim"
     nodes = step.step_graph(workload, tm.training_loop)
-    try:
-        paths = chakra.write_traces(nodes, network.npus, out / "et")
-    except LibraInputError:  # a group over part of a dimension: only pg_name says it
+    if step_partial.has_partial_groups(nodes, network.npus):
+        # a group over part of a dimension: only pg_name says it
         _export_partial_groups(nodes, network, out, tm)
         return
+    paths = chakra.write_traces(nodes, network.npus, out / "et")
     rounding = chakra.rounding_report(nodes)
     _run_script(out, tm)
     log.info("Chakra ETs: %d files in %s (compute rounded to whole us: %+.0f ns in all, "
@@ -81,20 +81,21 @@ def _export_partial_groups(nodes, network, out: pathlib.Path, tm: TimingModel) -
     """The step with its groups over part of a dimension given as ``pg_name`` groups (one
     per block of NPUs, `step_trace.trace_from_nodes`), with ``wl.comm_groups.json``: the
     only way a Chakra trace says such a group. ASTRA-sim runs each as a flat ring on
-    dimension 0's queue, not as the hierarchical collective libra_jax timed, so the log
-    says so and how to time the files as ASTRA-sim will."""
+    dimension 0's queue, which is how ``model=pipelined`` timed it
+    (`model.step_partial`)."""
     trace = step_trace.trace_from_nodes(nodes, network.npus, partial_as_pg=True)
     files = chakra_export.write_trace_set(trace, out / "et", name="wl")
     rings = sum(1 for g in trace.groups if g.ranks is not None)
     _run_script(out, tm, '"$(dirname "$0")/et/wl.comm_groups.json"')
-    log.warning(
+    r = files.rounding
+    log.info(
         "Chakra ETs: %d files in %s with %d pg_name groups (wl.comm_groups.json) for the "
-        "collectives over part of a dimension: ASTRA-sim runs each as one flat ring over its "
-        "NPUs on dimension 0's queue, not the hierarchical collective libra_jax timed, so "
-        "its step will differ; libra-evaluate workload.chakra_et=%s "
-        "workload.comm_groups=%s times the files as ASTRA-sim runs them; command: %s",
-        len(files.et), out / "et", rings, out / "et" / "wl",
-        out / "et" / "wl.comm_groups.json", out / "run.sh")
+        "collectives over part of a dimension (one flat ring over each group's NPUs on "
+        "dimension 0's queue, as ASTRA-sim runs them and as libra_jax timed them); compute "
+        "rounded to whole us: %+.0f ns over all ranks' files, %d node(s) written as 0 us; "
+        "command: %s",
+        len(files.et), out / "et", rings, r.total_change_ns, len(r.zero_us_nodes),
+        out / "run.sh")
 
 
 def export_astrasim_trace(c: LibraConfig, output_dir: pathlib.Path, inputs,
