@@ -6,7 +6,8 @@ and every system setting below, the run is what ``python -m libra_jax.train conf
 model=pipelined training_loop=dp_overlap system.network_backend=<b>
 system.queues_per_dim=<q>`` solves: the convex lower bound of the simulated step
 (`timing.build_timed_problem`), then the simulated step at its optimum
-(`timing.step_time_ns`, the event replay of `model/step.py`). A gap is honest when the
+(`timing.step_time_ns`: the event replay of `model/step.py`, or for a step with a group
+over part of a dimension its pg_name trace set, `model/step_partial.py`). A gap is honest when the
 solver's certified lower bound is <= the simulated step (the bound bounds every design's
 simulated step, so ``exact_optimality_gap = (simulated - bound) / bound`` bounds the
 distance from the best simulated step).

@@ -120,10 +120,10 @@ def test_one_graph_on_every_rank_is_simulate_step(seed):
 @pytest.mark.parametrize("preset", ["dlrm", "dlrm_4d", "gpt3", "msft_1t", "msft_1t_4d",
                                     "resnet50", "resnet50_4d", "turing_nlg", "turing_nlg_4d"])
 def test_presets_as_traces(preset):
-    """Every shipped single-workload preset that `write_traces` can export (every group
-    over whole dimensions; gb200_nvl72, gpt3_4d, h100_dgx and tpu_v4 have groups over part
-    of a dimension) as a trace set: simulate_step's time to 1e-9 under both backends and
-    the knobs."""
+    """Every shipped single-workload preset whose groups span whole dimensions as a trace
+    set: simulate_step's time to 1e-9 under both backends and the knobs (gb200_nvl72,
+    gpt3_4d, gpt3_4d_multi and tpu_v4 have groups over part of a dimension, which
+    `model=pipelined` times as their pg_name trace set: test_trace_job's round trip)."""
     from hydra import compose, initialize_config_dir
 
     from libra_jax.cli import config
