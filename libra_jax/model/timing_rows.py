@@ -344,7 +344,9 @@ def dimension_work(keys, network, tm: TimingModel):
 def _contention_rows(b, origin, extra, ready, hidden, comm, compute_s, index, issues, keys,
                      network, tm):  # noqa: PLR0913 (the state of `_build_rows`)
     """The overlap loops' rows for ``model=pipelined``: a convex lower bound of the step
-    that `step.simulate_step` times, whatever the queue order (README "Contention").
+    that `timing.step_time_ns` simulates (`step.simulate_step`, or a step with a group over
+    part of a dimension as its pg_name trace set), whatever the queue order (README
+    "Contention").
 
     * the main chain (forward, backward compute and the collectives it waits for, each at
       its own convex time, which contention can only delay);

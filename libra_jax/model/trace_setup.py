@@ -478,7 +478,8 @@ def trace_from_nodes(nodes: Sequence[StepNode], npus_per_dim, *, prefix: str = "
     index). A collective over part of a dimension is refused, or with ``partial_as_pg``
     given as a ``pg_name`` group per block of NPUs (`block_members`; names "1", "2", ...
     in order of first use), which ASTRA-sim runs as a flat ring on dimension 0's queue: not
-    the hierarchical collective `step.simulate_step` times."""
+    the hierarchical collective `step.simulate_step` replays, so ``model=pipelined`` times
+    such a step as this trace set (`step_partial.simulate_graph_ns`)."""
     npd = [int(n) for n in npus_per_dim]
     R = math.prod(npd)
     strides = [math.prod(npd[:d]) for d in range(len(npd))]
