@@ -57,7 +57,7 @@ def run(preset: str, backend: str, workdir: pathlib.Path, timeout_s: float) -> d
            "PATH": "/usr/bin:/bin"}
     t0 = time.perf_counter()
     proc = subprocess.run(["sh", str(out / "astrasim" / "run.sh")], capture_output=True,
-                          text=True, env=env, timeout=timeout_s)
+                          text=True, env=env, timeout=timeout_s, cwd=out)  # its log/ there
     cycles = [int(x) for x in re.findall(r"finished, (\d+) cycles", proc.stdout + proc.stderr)]
     if not cycles:
         raise RuntimeError(f"{preset} {backend}: ASTRA-sim gave no step: "
