@@ -3,8 +3,9 @@ Chakra trace sets (``{chakra_et: <prefix>, comm_groups: <json or null>, name: ..
 workload files, on one network, timed by the simulated step (``model=pipelined``).
 
 * Timing: a trace entry's step is `step_trace.simulate_trace` of the trace set (the slowest
-  rank, as ASTRA-sim reports it); a file entry's is `step.simulate_step` of its step graph
-  (`timing.step_time_ns`, as ``model=pipelined`` single runs report it), with the run's
+  rank, as ASTRA-sim reports it); a file entry's is `timing.step_time_ns` of its step graph
+  (as ``model=pipelined`` single runs report it: `step.simulate_step`, or the pg_name rings
+  of `step_partial` where a group spans part of a dimension), with the run's
   ``training_loop``. A trace's own dependencies say what overlaps, so ``training_loop``
   applies to the file entries only.
 * Objectives: ``sum_time`` = sum_i w_i step_i (ns) and ``sum_time_x_cost`` = network cost x
