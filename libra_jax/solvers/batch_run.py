@@ -208,22 +208,21 @@ def run_buckets(buckets, *, dtype, devices, config, iteration_limit=True) -> lis
                 return list(pool.map(float64(lambda j: job(*j)), todo))
         return [job(*j) for j in todo]
 
-    firsts = [i for i, j in enumerate(jobs) if i == 0 or jobs[i - 1][0] != j[0]]
-    rest = [i for i in range(len(jobs)) if i not in set(firsts)]
+    of_bucket = [[i for i, j in enumerate(jobs) if j[0] == b] for b in range(len(buckets))]
+    firsts = [mine[0] for mine in of_bucket]
+    rest = [i for mine in of_bucket for i in mine[1:]]
     done = [None] * len(jobs)
     for i, out in zip(firsts, run_all([jobs[i] for i in firsts])):
         done[i] = out
     for i, out in zip(rest, run_all([jobs[i] for i in rest])):
         done[i] = out
-    results = []
-    for b in range(len(buckets)):
-        mine = [i for i, j in enumerate(jobs) if j[0] == b]
-        results.append([np.concatenate(c) for c in zip(*(done[i][0] for i in mine))])
+    results = [[np.concatenate(c) for c in zip(*(done[i][0] for i in mine))]
+               for mine in of_bucket]
     # Problems stopped by a limit: solved again without one, in chunks of their size.
     redo = []
-    for b in range(len(buckets)):
+    for b, mine in enumerate(of_bucket):
         again: dict[int, list] = {}
-        for i in (i for i, j in enumerate(jobs) if j[0] == b):
+        for i in mine:
             _, rows, size = jobs[i]
             out, limit = done[i]
             if limit < max_iter:
