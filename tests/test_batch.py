@@ -276,15 +276,25 @@ def test_the_planner_rents_padding_until_it_has_paid_for_a_program(monkeypatch):
 
 def test_programs_noted_in_the_store_count_as_compiled(monkeypatch):
     """A program another process compiled and stored (its note in the store: `STORE.note`)
-    is planned as compiled; notes of another kind, or damaged ones, are not."""
+    is planned as stored (a load); notes of another kind, or damaged ones, are not."""
     kind = B._kind(B.ipm.IpmConfig(), np.float64, jax.local_devices())
     notes = (f"{kind!r}|{((4, 8, 2, 1, 0, 0), 256, 'full')!r}",
              f"{kind!r}|((4, 8, 2",  # damaged
              f"('other', 1)|{((6, 8, 2, 1, 0, 0), 256, 'full')!r}")
     monkeypatch.setattr(BP.STORE, "notes", lambda: notes)
     monkeypatch.setattr(BP, "STORED", {})
-    assert ((4, 8, 2, 1, 0, 0), 256, "full") in BP.compiled_for(kind)
-    assert not any(s[0] == (6, 8, 2, 1, 0, 0) for s in BP.compiled_for(kind))
+    monkeypatch.setattr(BP, "COMPILED", set())
+    compiled, stored = BP.compiled_for(kind)
+    assert compiled == frozenset() and stored == {((4, 8, 2, 1, 0, 0), 256, "full")}
+    # a stored program costs a load, not a compilation: a small call takes it over a
+    # larger compiled program only where the padding saved pays for the load
+    small, big = (4, 8, 2, 1, 0, 0), (6, 16, 2, 1, 0, 0)
+    have = frozenset({(big, 256, "full")})
+    assert BP.plan_buckets({small: 16}, 256, have, stored=stored) == {small: big}
+    assert BP.plan_buckets({small: 10000}, 256, have, stored=stored) == {small: small}
+    assert BP.program_plan(small, 256, 256, tiers=("full",), stored=stored)[0] == (
+        pytest.approx(256 * BP.problem_seconds(small) + BP.LOAD_SECONDS
+                      + BP.CHUNK_SECONDS["full"]))
 
 
 def test_chunk_plan_covers_every_size_with_ladder_sizes():

@@ -124,8 +124,8 @@ def _plan_call(counts: dict[tuple, int], max_chunk: int, kind, tier,
     """`batch_plan.plan_call` of one call (`solve_batch`, `solve_stacked`, `warm_up`) with
     ``counts`` problems per bucket, given what this process compiled for ``kind`` (or
     finds stored) and the padding its calls paid."""
-    return plan_call(counts, max_chunk, frozenset() if fixed else compiled_for(kind), tier,
-                     fixed, PAID.key(kind), calls)
+    compiled, stored = (frozenset(), frozenset()) if fixed else compiled_for(kind)
+    return plan_call(counts, max_chunk, compiled, tier, fixed, PAID.key(kind), calls, stored)
 
 
 def _kind(config, dtype, devices) -> tuple:

@@ -114,25 +114,29 @@ def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
                  compiled: frozenset = frozenset(),
                  tiers=tuple(TIERS), credit: float = 0.0,
-                 calls: int = 1) -> tuple[float, str, list[int]]:
+                 calls: int = 1, stored: frozenset = frozenset()
+                 ) -> tuple[float, str, list[int]]:
     """(estimated seconds, tier, chunk sizes) of the cheapest way to run ``n`` problems of
     bucket ``shape``, given the programs (bucket, chunk size, tier) already ``compiled``
     and the padding ``credit`` (seconds: what programs of this bucket would have saved the
     calls before, `paid_credit`): a new program of the "full" tier costs that much less
     to compile in the estimate (down to `MIN_COMPILE_SHARE` of it). ``calls``: how many
     calls like this one a compiled program will serve (`warm_up`'s): its compilation
-    counts for 1 / ``calls`` of it in this one."""
+    counts for 1 / ``calls`` of it in this one. A program in ``stored`` (on disk from an
+    earlier process, not yet in this one) costs `LOAD_SECONDS` instead of a compilation."""
     best = None
     for tier in tiers:
         sizes = {c for b, c, t in compiled if b == shape and t == tier}
+        loadable = {c for b, c, t in stored if b == shape and t == tier} - sizes
         compile_s = COMPILE_SECONDS[tier]
         if tier == "full" and credit > 0.0:
             compile_s = max(compile_s - credit, MIN_COMPILE_SHARE * compile_s)
         compile_s /= calls
         plan = chunk_plan(n, max_chunk, sizes, problem_seconds(shape, tier),
-                          compile_s, CHUNK_SECONDS[tier])
+                          compile_s, CHUNK_SECONDS[tier], loadable)
         new = {c for c in plan if c not in sizes}
-        cost = (sum(plan) * problem_seconds(shape, tier) + compile_s * len(new)
+        cost = (sum(plan) * problem_seconds(shape, tier)
+                + sum(LOAD_SECONDS if c in loadable else compile_s for c in new)
                 + CHUNK_SECONDS[tier] * len(plan))
         if best is None or cost < best[0]:
             best = (cost, tier, plan)
@@ -141,7 +145,8 @@ def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
 
 def plan_buckets(counts: dict[tuple, int], max_chunk: int,
                  compiled: frozenset = frozenset(), tiers=tuple(TIERS),
-                 paid: frozenset = frozenset(), calls: int = 1) -> dict[tuple, tuple]:
+                 paid: frozenset = frozenset(), calls: int = 1,
+                 stored: frozenset = frozenset()) -> dict[tuple, tuple]:
     """Which bucket each bucket's problems run in: ``{bucket: target}``, a target being the
     bucket itself or a larger one (elementwise >=) they are padded up to.
 
@@ -172,10 +177,10 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
 
     def best_target(join, n):
         if (join, n) not in targets:
-            options = [join] + [shape for shape, _, _ in compiled
+            options = [join] + [shape for shape, _, _ in compiled | stored
                                 if all(x >= y for x, y in zip(shape, join))]
             targets[join, n] = min(((program_plan(t, n, max_chunk, compiled, tiers,
-                                                  credit(t), calls)[0], t)
+                                                  credit(t), calls, stored)[0], t)
                                     for t in set(options)), key=lambda ct: (ct[0], ct[1]))
         return targets[join, n]
 
@@ -204,6 +209,11 @@ def plan_buckets(counts: dict[tuple, int], max_chunk: int,
         uid += 1
         clusters = [c for i, c in enumerate(clusters) if i not in (a, b)] + [merged + [uid]]
     return {shape: c[1] for c in clusters for shape in c[4]}
+
+
+#: Estimated seconds (in `COMPILE_SECONDS`' units) to load a program another process stored:
+#: 0.1-0.3 s measured on 2 cores, against 2.2-2.4 s to compile at the full tier.
+LOAD_SECONDS = 0.5
 
 
 #: A program's estimated compilation never falls below this share of `COMPILE_SECONDS`
@@ -264,11 +274,11 @@ COMPILED: set = set()
 PAID = Paid()
 
 
-def compiled_for(kind) -> frozenset:
+def compiled_for(kind) -> tuple[frozenset, frozenset]:
     """(bucket, chunk size, tier) of the programs of ``kind`` this process has run, and of
-    those the executable store holds on disk from earlier processes (`remember`): loading
-    one costs a small share of compiling it."""
-    mine = {(shape, c, tier) for k, shape, c, tier in COMPILED if k == kind}
+    the others the executable store holds on disk from earlier processes (`remember`):
+    loading one costs `LOAD_SECONDS`, a small share of compiling it."""
+    mine = frozenset((shape, c, tier) for k, shape, c, tier in COMPILED if k == kind)
     notes = STORE.notes()
     key = (repr(kind), len(notes))
     if key not in STORED:
@@ -283,7 +293,7 @@ def compiled_for(kind) -> frozenset:
                     continue  # (a damaged line: that program is compiled again if needed)
         STORED.clear()
         STORED[key] = frozenset(stored)
-    return frozenset(mine | STORED[key])
+    return mine, STORED[key] - mine
 
 
 #: The stored programs of the last kind `compiled_for` looked up, by (kind, notes read).
@@ -300,12 +310,12 @@ def remember(kind, shape, size, tier) -> None:
 
 def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tier,
               fixed: bool = False, paid: frozenset = frozenset(),
-              calls: int = 1) -> tuple[dict, dict]:
+              calls: int = 1, stored: frozenset = frozenset()) -> tuple[dict, dict]:
     """The plan of one call with ``counts`` problems per bucket: (``{bucket: target}`` from
     `plan_buckets`, ``{target: (tier, chunk sizes)}`` from `program_plan`), given the
     programs ``compiled``, the padding ``paid`` before (`Paid.key`), the ``calls`` like
-    it the programs will serve (`program_plan`) and the caller's ``tier`` (None: the cost
-    model chooses). With
+    it the programs will serve and those ``stored`` by earlier processes (`program_plan`),
+    and the caller's ``tier`` (None: the cost model chooses). With
     ``fixed`` (the engines' ``fixed_programs``) every bucket runs in its own program, in
     chunks of the largest `CHUNK_LADDER` size <= ``max_chunk``, at ``tier`` (None: "full"):
     a plan that depends on nothing but each problem's bucket. A plan depends on nothing
@@ -316,15 +326,15 @@ def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tie
                 {shape: (tier or "full", [size] * -(-n // size))
                  for shape, n in counts.items()})
     tiers = tuple(TIERS) if tier is None else (tier,)
-    key = (frozenset(counts.items()), max_chunk, compiled, tiers, paid, calls)
+    key = (frozenset(counts.items()), max_chunk, compiled, tiers, paid, calls, stored)
     plan = _PLANS.get(key)
     if plan is None:
-        target = plan_buckets(counts, max_chunk, compiled, tiers, paid, calls)
+        target = plan_buckets(counts, max_chunk, compiled, tiers, paid, calls, stored)
         totals: dict[tuple, int] = {}
         for shape, c in counts.items():
             totals[target[shape]] = totals.get(target[shape], 0) + c
         plan = target, {shape: program_plan(shape, total, max_chunk, compiled, tiers,
-                                            paid_credit(paid, shape), calls)[1:]
+                                            paid_credit(paid, shape), calls, stored)[1:]
                         for shape, total in totals.items()}
         if len(_PLANS) >= 256:
             _PLANS.clear()
@@ -409,7 +419,7 @@ def ladder_sizes(max_chunk: int) -> list[int]:
 
 def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0,
                compile_s: float = COMPILE_SECONDS["full"],
-               chunk_s: float = CHUNK_SECONDS["full"]) -> list[int]:
+               chunk_s: float = CHUNK_SECONDS["full"], load_sizes=()) -> list[int]:
     """Chunk sizes covering ``n`` problems, all from `CHUNK_LADDER` (<= ``max_chunk``; the
     last chunk is padded by repeating a problem): the cheapest, by the cost model of
     `plan_buckets` (``problem_s`` seconds per problem slot, ``compile_s`` per chunk size not
@@ -435,7 +445,9 @@ def chunk_plan(n: int, max_chunk: int, compiled_sizes=(), problem_s: float = 0.0
 
     def cost(plan):
         new = {c for c in plan if c not in compiled_sizes}
-        return (sum(plan) * problem_s + compile_s * len(new) * (
+        loads = {c for c in new if c in load_sizes}
+        return (sum(plan) * problem_s + LOAD_SECONDS * len(loads)
+                + compile_s * len(new - loads) * (
             SINGLE_COMPILE_SHARE if plan == [1] else 1.0) + chunk_s * len(plan), sum(plan))
 
     return min(plans, key=cost) if plans else []
