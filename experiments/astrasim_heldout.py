@@ -336,6 +336,23 @@ def draw_case_overlap_comm(seed: int, index: int) -> dict:
     }
 
 
+def _switch_ring_4d(rng: random.Random, switch_min: int, bw_min: float):
+    """(topology, NPUs per dim, GB/s per dim, ns per hop) of a 4-dim Switch (``switch_min``-8
+    NPUs) / Ring (2-4) network of <= `MAX_NPUS` NPUs, ``bw_min``-400 GB/s per dim and
+    200-1000 ns per hop (one for all dims or one each), drawn in this order from ``rng``
+    (the draws of kinds ``disjoint_comm`` and ``disjoint_wide``)."""
+    while True:
+        topo = [rng.choice(("Switch", "Ring")) for _ in range(4)]
+        npd = [rng.randint(switch_min, 8) if t == "Switch" else rng.randint(2, 4)
+               for t in topo]
+        if math.prod(npd) <= MAX_NPUS:
+            break
+    bw = [int(round(_log_uniform(rng, bw_min, 400))) for _ in range(4)]
+    lat = ([rng.randint(200, 1000)] * 4 if rng.random() < 0.5
+           else [rng.randint(200, 1000) for _ in range(4)])
+    return topo, npd, bw, lat
+
+
 def draw_case_disjoint_comm(seed: int, index: int) -> dict:
     """One drawn case of kind ``disjoint_comm``; ``draw_id`` d<seed>_<index>.
 
@@ -347,14 +364,7 @@ def draw_case_disjoint_comm(seed: int, index: int) -> dict:
     max_inflight_comm 4 or 1; 50-400 GB/s per dim; always dp_overlap."""
     rng = random.Random(seed * 1_000_003 + index + 9_999_991)
     D = 4
-    while True:
-        topo = [rng.choice(("Switch", "Ring")) for _ in range(D)]
-        npd = [rng.randint(4, 8) if t == "Switch" else rng.randint(2, 4) for t in topo]
-        if math.prod(npd) <= MAX_NPUS:
-            break
-    bw = [int(round(_log_uniform(rng, 50, 400))) for _ in range(D)]
-    lat = ([rng.randint(200, 1000)] * D if rng.random() < 0.5
-           else [rng.randint(200, 1000) for _ in range(D)])
+    topo, npd, bw, lat = _switch_ring_4d(rng, 4, 50)
     tp_dims, dp_dims = [0, 1], [2, 3]
     dp_kind = "all_reduce" if rng.random() < 0.8 else "zero"
     g_dp = _group_size(npd, dp_dims)
@@ -398,14 +408,7 @@ def draw_case_disjoint_wide(seed: int, index: int) -> dict:
     per dim; always dp_overlap, ring, localBWAware, 1 active chunk."""
     rng = random.Random(seed * 1_000_003 + index + 13_131_313)
     D = 4
-    while True:
-        topo = [rng.choice(("Switch", "Ring")) for _ in range(D)]
-        npd = [rng.randint(2, 8) if t == "Switch" else rng.randint(2, 4) for t in topo]
-        if math.prod(npd) <= MAX_NPUS:
-            break
-    bw = [int(round(_log_uniform(rng, 25, 400))) for _ in range(D)]
-    lat = ([rng.randint(200, 1000)] * D if rng.random() < 0.5
-           else [rng.randint(200, 1000) for _ in range(D)])
+    topo, npd, bw, lat = _switch_ring_4d(rng, 2, 25)
     tp_dims, dp_dims = rng.choices((([0, 1], [2, 3]), ([0], [1, 2, 3]), ([0, 1, 2], [3]),
                                     ([2, 3], [0, 1])), weights=(0.7, 0.1, 0.1, 0.1))[0]
     dp_kind = rng.choices(("all_reduce", "zero", "reduce_scatter", "all_gather"),
