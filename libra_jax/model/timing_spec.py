@@ -17,6 +17,17 @@ from libra_jax.model import pipelined, step
 from libra_jax.types import LibraInputError, show
 
 MODELS = ("libra", "pipelined")
+#: ASTRA-sim's runtime (`docs/runtime.md`): the order in which each chunk visits the
+#: dimensions (``inter-dimension-scheduling``: ascending, offlineGreedy = Themis,
+#: offlineGreedyFlex, roundRobin), the order of the streams waiting at a dimension
+#: (``intra-dimension-scheduling``: FIFO, smallestFirst), the all-reduce's hierarchy
+#: (``collective-optimization``) and each dimension's algorithm.
+INTER_DIM_SCHEDULING = ("ascending", "themis", "themis_flex", "round_robin")
+INTRA_DIM_SCHEDULING = ("fifo", "smallest_first")
+COLLECTIVE_OPTIMIZATIONS = ("local_bw_aware", "baseline")
+ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
+#: Most active chunks per dimension accepted (ASTRA-sim runs use 1-4).
+MAX_ACTIVE_CHUNKS = 64
 TRAINING_LOOPS = step.TRAINING_LOOPS
 HOPS = np.asarray([1.0, 1.0, 2.0])  # per ring step, by types.Block: Ring, FC, Switch
 
@@ -42,6 +53,14 @@ class TimingModel:
         store-and-forward through a Switch, links shared by concurrent stages).
       max_inflight_collectives: None (no limit) or >= 1 collectives in flight per NPU
         (1 = stock ASTRA-sim).
+      inter_dim_scheduling: the order each chunk visits the dimensions in:
+        "ascending" (ASTRA-sim's default) | "themis" (offlineGreedy) | "themis_flex"
+        (offlineGreedyFlex) | "round_robin" (pipelined model).
+      intra_dim_scheduling: "fifo" (default) | "smallest_first" (ASTRA-sim's SCF).
+      collective_optimization: "local_bw_aware" (default: reduce-scatter up, all-reduce on
+        the last dimension, all-gather down) | "baseline" (a full all-reduce per dimension).
+      algorithm: None (ring on every dimension) or one of `ALGORITHMS` per dimension.
+      active_chunks_per_dim: streams a dimension's queues run at once (1 = default).
     """
 
     model: str = "libra"
@@ -56,6 +75,22 @@ class TimingModel:
     queues_per_dim: int = 1
     network_backend: str = "unaware"
     max_inflight_collectives: int | None = None
+    inter_dim_scheduling: str = "ascending"
+    intra_dim_scheduling: str = "fifo"
+    collective_optimization: str = "local_bw_aware"
+    algorithm: Sequence[str] | None = None
+    active_chunks_per_dim: int = 1
+
+    @property
+    def is_default_runtime(self) -> bool:
+        """True for ASTRA-sim's default runtime (ascending order, FIFO within a dimension,
+        localBWAware, ring everywhere, one active chunk per dimension): the runtime the
+        JAX list schedule of `pipelined.py` replays."""
+        return (self.inter_dim_scheduling == "ascending"
+                and self.intra_dim_scheduling == "fifo"
+                and self.collective_optimization == "local_bw_aware"
+                and (self.algorithm is None or all(a == "ring" for a in self.algorithm))
+                and self.active_chunks_per_dim == 1)
 
     @property
     def is_reference(self) -> bool:
@@ -77,7 +112,13 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
                                 ("schedule", tm.schedule, pipelined.SCHEDULES),
                                 ("system.queue_policy", tm.queue_policy, step.QUEUE_POLICIES),
                                 ("system.network_backend", tm.network_backend,
-                                 step.NETWORK_BACKENDS)):
+                                 step.NETWORK_BACKENDS),
+                                ("system.inter_dim_scheduling", tm.inter_dim_scheduling,
+                                 INTER_DIM_SCHEDULING),
+                                ("system.intra_dim_scheduling", tm.intra_dim_scheduling,
+                                 INTRA_DIM_SCHEDULING),
+                                ("system.collective_optimization", tm.collective_optimization,
+                                 COLLECTIVE_OPTIMIZATIONS)):
         if not isinstance(value, str) or value not in choices:
             raise LibraInputError(
                 f"{key} = {show(value)}: choose one of {', '.join(choices)}.")
@@ -104,6 +145,19 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
     if tm.max_inflight_collectives is not None:
         as_int(tm.max_inflight_collectives, "system.max_inflight_collectives", 1,
                step.MAX_QUEUES_PER_DIM, what=" (null for no limit)")
+    as_int(tm.active_chunks_per_dim, "system.active_chunks_per_dim", 1, MAX_ACTIVE_CHUNKS,
+           what=" (streams a dimension runs at once, MAX_ACTIVE_CHUNKS)")
+    if tm.algorithm is not None:
+        algo = as_list(tm.algorithm, "system.algorithm",
+                       what="a list of algorithm names, one per dimension")
+        if len(algo) != num_dims:
+            raise LibraInputError(
+                f"system.algorithm = {show(list(algo))}: has {len(algo)} entries but the "
+                f"network has {num_dims} dimensions (one algorithm per dimension).")
+        for i, a in enumerate(algo):
+            if not isinstance(a, str) or a not in ALGORITHMS:
+                raise LibraInputError(
+                    f"system.algorithm[{i}] = {show(a)}: choose one of {', '.join(ALGORITHMS)}.")
     if tm.model == "libra":
         extra = [k for k, v in (("network.latency_ns", tm.latency_ns is not None),
                                 ("system.chunks", tm.chunks != 1),
@@ -115,7 +169,16 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
                                 ("system.network_backend", tm.network_backend != "unaware"),
                                 ("system.max_inflight_collectives",
                                  tm.max_inflight_collectives is not None),
-                                ("schedule", tm.schedule != "pipelined")) if v]
+                                ("schedule", tm.schedule != "pipelined"),
+                                ("system.inter_dim_scheduling",
+                                 tm.inter_dim_scheduling != "ascending"),
+                                ("system.intra_dim_scheduling",
+                                 tm.intra_dim_scheduling != "fifo"),
+                                ("system.collective_optimization",
+                                 tm.collective_optimization != "local_bw_aware"),
+                                ("system.algorithm", tm.algorithm is not None),
+                                ("system.active_chunks_per_dim",
+                                 tm.active_chunks_per_dim != 1)) if v]
         if extra:
             raise LibraInputError(
                 f"{', '.join(extra)} only apply to model=pipelined (LIBRA's model has no "
