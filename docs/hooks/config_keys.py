@@ -130,6 +130,36 @@ TRAIN = {
                                "(store-and-forward Switch hops, shared FIFO links)"),
     "system.max_inflight_collectives": ("collectives per NPU", "collectives in flight at once; "
                                         "null: no limit; 1 = stock ASTRA-sim"),
+    # runtime (docs/runtime.md)
+    "system.inter_dim_scheduling": ("-", "the order each chunk visits the dimensions in: "
+                                    "`ascending` (ASTRA-sim's default), `themis` (Themis, "
+                                    "ASTRA-sim's `offlineGreedy`), `themis_flex` "
+                                    "(`offlineGreedyFlex`), `round_robin` (`model=pipelined`)"),
+    "system.intra_dim_scheduling": ("-", "the order of the streams waiting at a dimension: `fifo` "
+                                    "or `smallest_first` (ASTRA-sim's `smallestFirst`)"),
+    "system.collective_optimization": ("-", "an all-reduce's hierarchy: `local_bw_aware` "
+                                       "(reduce-scatter up the dimensions, all-reduce on the "
+                                       "last, all-gather down) or `baseline` (a full all-reduce "
+                                       "on each dimension in turn)"),
+    "system.algorithm": ("-", "one collective algorithm per dimension: `ring`, `direct`, "
+                         "`halving_doubling`, `double_binary_tree`; null: ring everywhere"),
+    "system.active_chunks_per_dim": ("streams per dimension", "chunks a dimension runs at once "
+                                     "(ASTRA-sim `active-chunks-per-dimension`)"),
+    "runtime": ("-", "`fixed`: optimise the bandwidths for the runtime of `system.*`; `search`: "
+                "choose the runtime too, from `runtime_search`'s candidates (`model=pipelined`)"),
+    "runtime_search.inter_dim_scheduling": ("-", "schedulings tried by `runtime=search`; null: "
+                                            "`[ascending, themis, round_robin]`"),
+    "runtime_search.intra_dim_scheduling": ("-", "intra-dimension orders tried; null: "
+                                            "`system.intra_dim_scheduling` only"),
+    "runtime_search.collective_optimization": ("-", "all-reduce hierarchies tried; null: "
+                                               "`system.collective_optimization` only"),
+    "runtime_search.algorithm": ("-", "one list per dimension of the algorithms tried there, "
+                                 "e.g. `[[ring],[ring,direct]]`; null: ring plus the one "
+                                 "alternative the dimension's block supports (docs/runtime.md)"),
+    "runtime_search.active_chunks_per_dim": ("streams per dimension", "counts tried; null: "
+                                             "`system.active_chunks_per_dim` only"),
+    "runtime_search.refine_evals": ("simulations per dimension", "the pattern search on the "
+                                    "simulated objective of each candidate runtime"),
     # evaluate, presets, output, cache
     "bandwidth_gbps": (GBPS_D, "`libra-evaluate` only: the design to evaluate"),
     "reference_bw_gbps": (GBPS_D, "a shipped system's design (real-system presets): shown next to "

@@ -18,6 +18,12 @@ from libra_jax.inputs.generators import GENERATORS
 from libra_jax.model.pipelined import SCHEDULES
 from libra_jax.model.step import NETWORK_BACKENDS, QUEUE_POLICIES
 from libra_jax.model.timing import MODELS, TRAINING_LOOPS
+from libra_jax.model.timing_spec import (
+    ALGORITHMS,
+    COLLECTIVE_OPTIMIZATIONS,
+    INTER_DIM_SCHEDULING,
+    INTRA_DIM_SCHEDULING,
+)
 from libra_jax.studies.multi import MULTI_OBJECTIVES
 from libra_jax.types import Choice
 
@@ -53,6 +59,15 @@ TrainingLoop = _choice("TrainingLoop", TRAINING_LOOPS)
 QueuePolicy = _choice("QueuePolicy", QUEUE_POLICIES)
 NetworkBackend = _choice("NetworkBackend", NETWORK_BACKENDS)
 Generator = _choice("Generator", GENERATORS)
+InterDimScheduling = _choice("InterDimScheduling", INTER_DIM_SCHEDULING)
+IntraDimScheduling = _choice("IntraDimScheduling", INTRA_DIM_SCHEDULING)
+CollectiveOptimization = _choice("CollectiveOptimization", COLLECTIVE_OPTIMIZATIONS)
+Algorithm = _choice("Algorithm", ALGORITHMS)
+
+
+class Runtime(Choice):
+    fixed = "fixed"  # the bandwidths optimised for the configured runtime (system.*)
+    search = "search"  # the runtime searched too (runtime_search), jointly with the bandwidths
 
 
 @dataclasses.dataclass
@@ -158,6 +173,28 @@ class SystemConfig:
     queues_per_dim: int = 1  # queues per dimension (ASTRA-sim --num-queues-per-dim)
     network_backend: NetworkBackend = NetworkBackend.unaware  # unaware | aware (link model)
     max_inflight_collectives: Optional[int] = None  # null: no limit; 1 = stock ASTRA-sim
+    # ASTRA-sim's runtime (docs/runtime.md; the defaults are ASTRA-sim's own):
+    inter_dim_scheduling: InterDimScheduling = InterDimScheduling.ascending  # chunk's dim order
+    intra_dim_scheduling: IntraDimScheduling = IntraDimScheduling.fifo  # fifo | smallest_first
+    collective_optimization: CollectiveOptimization = CollectiveOptimization.local_bw_aware
+    algorithm: Optional[List[Algorithm]] = None  # [D] one per dim (null: ring everywhere)
+    active_chunks_per_dim: int = 1  # streams a dimension runs at once
+
+
+@dataclasses.dataclass
+class RuntimeSearchConfig:
+    """The candidate runtimes of ``runtime=search`` (libra_jax/studies/runtime.py): every
+    combination of the lists is optimised; null: the default list."""
+
+    inter_dim_scheduling: Optional[List[InterDimScheduling]] = None  # null: ascending, themis,
+    # round_robin
+    intra_dim_scheduling: Optional[List[IntraDimScheduling]] = None  # null: [the system's]
+    collective_optimization: Optional[List[CollectiveOptimization]] = None  # null: [the system's]
+    # [D] lists, one per dim, of the algorithms to try there (null: ring plus the one
+    # alternative the dimension's block supports: docs/runtime.md)
+    algorithm: Optional[List[List[str]]] = None
+    active_chunks_per_dim: Optional[List[int]] = None  # null: [system.active_chunks_per_dim]
+    refine_evals: int = 12  # simulations per dimension of each candidate's pattern search
 
 
 @dataclasses.dataclass
@@ -181,6 +218,8 @@ class LibraConfig:
     schedule: Schedule = Schedule.pipelined  # order across dimensions (model=pipelined)
     training_loop: TrainingLoop = TrainingLoop.no_overlap
     system: SystemConfig = dataclasses.field(default_factory=SystemConfig)
+    runtime: Runtime = Runtime.fixed  # search: choose the runtime too (runtime_search)
+    runtime_search: RuntimeSearchConfig = dataclasses.field(default_factory=RuntimeSearchConfig)
     # python -m libra_jax.evaluate only: the design to evaluate, GB/s per dim.
     bandwidth_gbps: Optional[List[float]] = None
     # A shipped system's per-NPU GB/s per dim (real-system presets): libra-train shows it next

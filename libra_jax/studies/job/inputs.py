@@ -380,6 +380,10 @@ def to_timing(c: LibraConfig, num_dims: int, network: Network | None = None):
         chunks = search[0]
     elif chunks is None:
         chunks = 1
+
+    def name(v):  # a choice key's string (any other value as it is, for check_timing)
+        return getattr(v, "value", v)
+
     tm = TimingModel(
         model=c.model.value, schedule=c.schedule.value, training_loop=c.training_loop.value,
         latency_ns=latency,
@@ -389,7 +393,13 @@ def to_timing(c: LibraConfig, num_dims: int, network: Network | None = None):
         gb_is_gib=bool(c.system.gb_is_gib), queue_policy=c.system.queue_policy.value,
         queues_per_dim=c.system.queues_per_dim,
         network_backend=c.system.network_backend.value,
-        max_inflight_collectives=c.system.max_inflight_collectives)
+        max_inflight_collectives=c.system.max_inflight_collectives,
+        inter_dim_scheduling=name(c.system.inter_dim_scheduling),
+        intra_dim_scheduling=name(c.system.intra_dim_scheduling),
+        collective_optimization=name(c.system.collective_optimization),
+        algorithm=None if c.system.algorithm is None
+        else tuple(name(a) for a in c.system.algorithm),
+        active_chunks_per_dim=c.system.active_chunks_per_dim)
     if search is not None and c.model != "pipelined":
         raise LibraInputError(
             f"system.chunks = {show(search)}: a chunk-count search needs model=pipelined.")
