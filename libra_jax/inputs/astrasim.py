@@ -21,6 +21,10 @@ bytes) from the simulator's per-link bandwidth:
   ``link = bw / (n - 1)`` (on FullyConnected these are the n - 1 dedicated links, and
   this is LIBRA's cost-model per-link bandwidth; on Ring and Switch it holds for the
   congestion-unaware backend, where concurrent messages do not share links).
+  Halving-doubling sends to one partner per step, so ``link = bw``; a double binary
+  tree's inner node sends to its two children at once, so ``link = bw / 2`` (``bw`` when
+  n = 2). On a Ring block their partners are hops away: the rule holds on the
+  congestion-unaware backend there.
 * **GB vs GiB.** ASTRA-sim converts link GB/s with 1 GB = 2^30 bytes
   (astra-network-analytical ``bw_GBps_to_Bpns``), so with ``gb_is_gib=True`` the file
   holds ``link * 1e9 / 2^30`` and the simulator moves the same bytes per second as
@@ -51,7 +55,16 @@ from libra_jax.types import BLOCKS, LibraInputError, show
 # ASTRA-sim 2.x reads link GB/s as 2^30 bytes/s; libra_jax counts 1e9 bytes/s.
 GIB_PER_GB = 1e9 / 2**30
 
-ALGORITHMS = ("ring", "direct")
+ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
+#: libra_jax's algorithm names as ASTRA-sim's system JSON spells them.
+ASTRA_ALGORITHMS = dict(ring="ring", direct="direct", halving_doubling="halvingDoubling",
+                        double_binary_tree="doubleBinaryTree")
+#: The runtime keys of the system JSON: libra_jax's value -> ASTRA-sim's (the scheduling
+#: keys are read by the locally patched simulator only; experiments/astrasim/).
+INTER_DIM_SCHEDULING = dict(ascending="ascending", themis="offlineGreedy",
+                            themis_flex="offlineGreedyFlex", round_robin="roundRobin")
+INTRA_DIM_SCHEDULING = dict(fifo="FIFO", smallest_first="smallestFirst")
+COLLECTIVE_OPTIMIZATION = dict(local_bw_aware="localBWAware", baseline="baseline")
 
 # Keys of the analytical network YAML, as astra-network-analytical's NetworkParser reads
 # them. topology and npus_count are required here; bandwidth and latency may be absent
@@ -95,9 +108,26 @@ def _per_dim_algorithms(algorithm: Any, num_dims: int, where: str) -> tuple[str,
     return tuple(algs)
 
 
+def _check_power_of_two(algs: Sequence[str], npus: Sequence[int], where: str) -> None:
+    """Halving-doubling (log2 n steps) and ASTRA-sim's binary trees (2^floor(log2 n)
+    nodes) need a power-of-two dimension."""
+    for d, (a, n) in enumerate(zip(algs, npus)):
+        if a in ("halving_doubling", "double_binary_tree") and n & (n - 1):
+            raise LibraInputError(
+                f"{where}: algorithm of dimension {d} is {a}, which ASTRA-sim runs on a "
+                f"power-of-two number of NPUs only, but the dimension has {n}; use ring or "
+                "direct there.")
+
+
 def _links_sharing(algorithm: str, npus: int) -> int:
-    """How many links carry one NPU's traffic at once: per-NPU bw = link bw x this."""
-    return 1 if algorithm == "ring" else npus - 1
+    """How many links carry one NPU's traffic at once: per-NPU bw = link bw x this. Ring
+    and halving-doubling send one message at a time, direct one to each of the n - 1 peers,
+    a binary tree's inner node one to each of its two children (n = 2: a root and a leaf)."""
+    if algorithm == "direct":
+        return npus - 1
+    if algorithm == "double_binary_tree":
+        return 2 if npus > 2 else 1
+    return 1
 
 
 def _real_vector(
@@ -178,6 +208,10 @@ def export_design(
     algorithm: str | Sequence[str] = "ring",
     gb_is_gib: bool = True,
     scheduling_policy: str = "LIFO",
+    inter_dim_scheduling: str = "ascending",
+    intra_dim_scheduling: str = "fifo",
+    collective_optimization: str = "local_bw_aware",
+    active_chunks_per_dim: int = 1,
 ) -> tuple[str, str]:
     """Writes a libra_jax design as an ASTRA-sim 2.x network YAML and system JSON.
 
@@ -204,14 +238,26 @@ def export_design(
       local_mem_bw_gbps: ``local-mem-bw``, GB/s with 1 GB = 1e9 bytes (not converted);
         reductions cost 3 x bytes / this. The default 1e6 makes them practically free,
         as in LIBRA's model. Finite and > 0.
-      algorithm: ``"ring"`` or ``"direct"``, or [D] of them, written to all four
-        ``*-implementation`` lists. Link bandwidth = per-NPU bandwidth for ring,
-        per-NPU bandwidth / (n - 1) for direct (see the module docstring).
+      algorithm: one of `ALGORITHMS`, or [D] of them, written to the four
+        ``*-implementation`` lists (ASTRA-sim's spelling, `ASTRA_ALGORITHMS`);
+        ``double_binary_tree`` exists in ASTRA-sim for all-reduce only, so the
+        reduce-scatter, all-gather and all-to-all lists get ``ring`` on such a dimension.
+        Link bandwidth = per-NPU bandwidth / the messages one NPU sends at once: 1 for ring
+        and halving_doubling, n - 1 for direct, 2 for double_binary_tree (1 when n = 2);
+        halving_doubling and double_binary_tree need n a power of two.
       gb_is_gib: write link bandwidth as ``bw * 1e9 / 2^30`` so that ASTRA-sim, which
         reads GB as 2^30 bytes, moves bw x 1e9 bytes/s. ``False`` writes bw unchanged
         (for a simulator build that reads GB as 1e9 bytes).
       scheduling_policy: ``scheduling-policy``, ``"LIFO"`` (a newer collective's chunks
         go first on a queue) or ``"FIFO"``.
+      inter_dim_scheduling, intra_dim_scheduling: the runtime's orders (`docs/runtime.md`),
+        written as ``inter-dimension-scheduling`` (`INTER_DIM_SCHEDULING`) and
+        ``intra-dimension-scheduling`` (`INTRA_DIM_SCHEDULING`) unless both are the
+        defaults (ascending, fifo: the keys are then left out, as stock ASTRA-sim, which
+        does not parse them, runs).
+      collective_optimization: ``collective-optimization``: ``local_bw_aware`` or
+        ``baseline`` (`COLLECTIVE_OPTIMIZATION`).
+      active_chunks_per_dim: ``active-chunks-per-dimension`` (int >= 1).
 
     Returns:
       ``(yaml_path, json_path)``.
@@ -236,9 +282,19 @@ def export_design(
     else:
         lat = _real_vector(latency_ns, num_dims, where, "latency_ns", positive=False)
     algs = _per_dim_algorithms(algorithm, num_dims, where)
+    _check_power_of_two(algs, network.npus, where)
+    for name, value, table in (
+        ("inter_dim_scheduling", inter_dim_scheduling, INTER_DIM_SCHEDULING),
+        ("intra_dim_scheduling", intra_dim_scheduling, INTRA_DIM_SCHEDULING),
+        ("collective_optimization", collective_optimization, COLLECTIVE_OPTIMIZATION),
+    ):
+        if not isinstance(value, str) or value not in table:
+            raise LibraInputError(
+                f"{where}: {name} = {show(value)}: choose one of {', '.join(table)}.")
     for name, value, lo in (
         ("chunks", chunks, 1),
         ("endpoint_delay_ns", endpoint_delay_ns, 0),
+        ("active_chunks_per_dim", active_chunks_per_dim, 1),
     ):
         if (
             isinstance(value, bool)
@@ -273,6 +329,9 @@ def export_design(
         "ring": "link = per-NPU bandwidth (ring sends over one link at a time)",
         "direct": "link = per-NPU bandwidth / (n - 1) (direct sends to n - 1 peers "
         "at once)",
+        "halving_doubling": "link = per-NPU bandwidth (one partner per step)",
+        "double_binary_tree": "link = per-NPU bandwidth / 2 (an inner node sends to its "
+        "two children at once; n = 2: / 1); all-reduce only, the other collectives ring",
     }
     lines = [
         "# ASTRA-sim 2.x analytical network input, written by libra_jax.",
@@ -284,7 +343,9 @@ def export_design(
     ]
     for d in range(num_dims):
         caveat = ""
-        if algs[d] == "direct" and network.blocks[d] != "FullyConnected":
+        if ((algs[d] == "direct" and network.blocks[d] != "FullyConnected")
+                or (algs[d] in ("halving_doubling", "double_binary_tree")
+                    and network.blocks[d] == "Ring")):
             # Concurrent messages share this block's links on the congestion-aware
             # backend, so the rule holds only where they do not.
             caveat = "; exact on the congestion-unaware backend only"
@@ -301,18 +362,25 @@ def export_design(
         "",
     ]
 
-    system = {
-        "scheduling-policy": scheduling_policy,
+    names = [ASTRA_ALGORITHMS[a] for a in algs]
+    # ASTRA-sim's double binary tree is an all-reduce only (DoubleBinaryTreeAllReduce).
+    not_ar = ["ring" if a == "double_binary_tree" else ASTRA_ALGORITHMS[a] for a in algs]
+    system = {"scheduling-policy": scheduling_policy}
+    if (inter_dim_scheduling, intra_dim_scheduling) != ("ascending", "fifo"):
+        system["inter-dimension-scheduling"] = INTER_DIM_SCHEDULING[inter_dim_scheduling]
+        system["intra-dimension-scheduling"] = INTRA_DIM_SCHEDULING[intra_dim_scheduling]
+    system.update({
         "endpoint-delay": int(endpoint_delay_ns),
-        "active-chunks-per-dimension": 1,
+        "active-chunks-per-dimension": int(active_chunks_per_dim),
         "preferred-dataset-splits": int(chunks),
-        **{key: list(algs) for key in _COLLECTIVE_KEYS},
-        # Reduce-scatter up the dimensions, all-reduce on the last, all-gather back
-        # down: the order in which LIBRA counts an all-reduce's traffic.
-        "collective-optimization": "localBWAware",
+        **{key: list(names if key == _COLLECTIVE_KEYS[0] else not_ar)
+           for key in _COLLECTIVE_KEYS},
+        # localBWAware: reduce-scatter up the dimensions, all-reduce on the last,
+        # all-gather back down (the order in which LIBRA counts an all-reduce's traffic).
+        "collective-optimization": COLLECTIVE_OPTIMIZATION[collective_optimization],
         "local-mem-bw": int(mem_bw) if float(mem_bw).is_integer() else mem_bw,
         "boost-mode": 0,
-    }
+    })
 
     out_dir = as_path(out_dir, "out_dir")
     yaml_path = os.path.join(out_dir, _NETWORK_FILE)

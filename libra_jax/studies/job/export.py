@@ -28,7 +28,13 @@ def _design_files(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_g
         chunks=tm.chunks, endpoint_delay_ns=int(delay),
         local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
         # with system.gb_is_gib the design is already in ASTRA-sim's GB (2^30 bytes)
-        gb_is_gib=not tm.gb_is_gib, scheduling_policy=tm.queue_policy.upper())
+        gb_is_gib=not tm.gb_is_gib, scheduling_policy=tm.queue_policy.upper(),
+        # the runtime (docs/runtime.md); its defaults write the stock files unchanged
+        algorithm="ring" if tm.algorithm is None else list(tm.algorithm),
+        inter_dim_scheduling=tm.inter_dim_scheduling,
+        intra_dim_scheduling=tm.intra_dim_scheduling,
+        collective_optimization=tm.collective_optimization,
+        active_chunks_per_dim=tm.active_chunks_per_dim)
     log.info("ASTRA-sim design: %s and %s", yml, js)
 
 
