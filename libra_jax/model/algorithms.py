@@ -1,0 +1,351 @@
+"""Per-dimension collective algorithms as ASTRA-sim 2.x runs them (``docs/algorithms.md``):
+``ring``, ``direct`` (class ``AllToAll``, with its window) and ``halving_doubling``, for one
+dimension's phase (reduce-scatter, all-gather, all-reduce, all-to-all), on both analytical
+backends. ``double_binary_tree`` is recognised and refused (not modelled; see the doc).
+
+* `phase_stage` gives a phase in the stage form `step.py` consumes: the congestion-unaware
+  time is ``bytes_coef / bw_gbps + fixed_ns`` (``fixed_ns`` includes the reductions), with
+  ``steps`` sequential rounds and ``parallel`` messages in flight per round.
+* `phase_time_ns` is the exact time of the phase at a bandwidth, on either backend: an event
+  replay of ASTRA-sim's algorithm state machine (``Ring.cc``, ``AllToAll.cc``,
+  ``HalvingDoubling.cc``) on every NPU of the group, with the congestion-aware backend's
+  FIFO links (store and forward, ``congestion_aware/Link.cpp``) or the unaware backend's
+  ``bytes / bw + hops x latency`` per message (concurrent sends never share bandwidth).
+
+Host numpy / plain floats. Units: bytes, ns, GB/s (1 GB = 2^30 B when ``gb_is_gib``, as the
+network YAML's link bandwidth; ``local_mem_bw_gbps`` uses 1 GB = 1e9 B).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import NamedTuple
+
+from libra_jax.types import Block, Collective, LibraInputError, show
+
+ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
+#: the ASTRA-sim names (``all-reduce-implementation`` etc.) of each algorithm; the ``one*``
+#: variants time alike on a one-dimension network (they flatten a multi-dim one to a ring).
+ASTRA_NAMES = {"ring": "ring", "direct": "direct", "halving_doubling": "halvingDoubling",
+               "double_binary_tree": "doubleBinaryTree"}
+PHASES = (Collective.REDUCESCATTER, Collective.ALLGATHER, Collective.ALLREDUCE,
+          Collective.ALLTOALL)
+BACKENDS = ("unaware", "aware")
+GIB_PER_GB = 2.0**30 / 1e9
+
+
+class PhaseStage(NamedTuple):
+    """One dimension's phase. Unaware time = ``bytes_coef / bw_gbps + fixed_ns`` when
+    ``affine`` (else use `phase_time_ns`)."""
+
+    bytes_coef: float  # bytes x unit: the time's 1/bw coefficient (ns x GB/s)
+    fixed_ns: float  # latencies + endpoint delays + reductions
+    steps: float  # sequential rounds of messages
+    parallel: int  # messages each NPU has in flight per round (ring, HD: 1)
+    reduction_ns: float  # the reductions' part of fixed_ns
+    out_bytes: float  # bytes per NPU the phase hands to the next dimension
+    affine: bool  # the unaware time is exactly bytes_coef / bw + fixed_ns
+
+
+# ------------------------------------------------------------------------------ checks
+def check_algorithm(algorithm, phase, n, block, dim=0):
+    """Raise `LibraInputError` (naming ``system.algorithm[dim]``) where ASTRA-sim refuses or
+    this model does not cover the combination."""
+    key = f"system.algorithm[{dim}]"
+    if algorithm not in ALGORITHMS:
+        raise LibraInputError(f"{key}: unknown value {show(algorithm)}; expected one of "
+                              f"{', '.join(ALGORITHMS)}.")
+    if int(phase) not in [int(p) for p in PHASES]:
+        raise LibraInputError(f"{key}: phase {show(phase)} is not RS, AG, AR or A2A.")
+    if not isinstance(n, (int,)) or n < 2:
+        raise LibraInputError(f"{key}: a phase needs a group of >= 2 NPUs, got {show(n)}.")
+    if algorithm == "double_binary_tree":
+        raise LibraInputError(
+            f"{key}: {show(algorithm)} is not modelled: ASTRA-sim runs it as an all-reduce "
+            "of the whole buffer whatever the collective (final size = input size) and "
+            "crashes for groups that are not a power of two (docs/algorithms.md).")
+    if algorithm == "halving_doubling":
+        if int(phase) == Collective.ALLTOALL:
+            raise LibraInputError(f"{key}: {show(algorithm)} has no all-to-all (ASTRA-sim "
+                                  "exits: unknown communication type).")
+        if n & (n - 1):
+            raise LibraInputError(f"{key}: {show(algorithm)} needs a power-of-two group, "
+                                  f"got {n} NPUs.")
+    if int(block) == Block.RING and n == 2:
+        pass  # unaware fine; the aware backend's Ring of 2 is refused in phase_time_ns
+
+
+# ------------------------------------------------------------------ the message schedule
+class _Plan(NamedTuple):
+    stream_count: int  # messages each NPU sends
+    par: int  # parallel_reduce
+    nonzero: int  # get_non_zero_latency_packets
+    sizes: tuple  # message size of send k (bytes)
+    release: tuple  # bundle size at insert k (bytes, for the reduction)
+    offsets: tuple  # receiver offset of insert k (signed: + clockwise)
+    ar_gate: bool  # AllToAll all-reduce: the AG half waits for every RS message
+    out_bytes: float
+
+
+def _plan(algorithm, phase, n, data, window=-1):
+    ph = int(phase)
+    ar, ag, rs = (ph == Collective.ALLREDUCE, ph == Collective.ALLGATHER,
+                  ph == Collective.REDUCESCATTER)
+    out = data * n if ag else (data / n if rs else data)
+    if algorithm in ("ring", "direct"):
+        msg = data if ag else data / n
+        if algorithm == "ring":
+            par = 1  # InjectionPolicy::Normal (Sys::generate_collective_phase)
+            sc = 2 * (n - 1) if ar else ((n - 1) * n // 2 if ph == Collective.ALLTOALL
+                                          else n - 1)
+            nonzero = (n - 1) * par
+        else:
+            par = n - 1 if window == -1 else min(window, n - 1)
+            sc = 2 * (n - 1) if ar else n - 1
+            nonzero = par
+        inserts = sc + par  # the first par at StreamInit, then one per receipt
+        if algorithm == "ring":
+            offs = tuple(1 for _ in range(inserts))
+        else:
+            offs = tuple(k % (n - 1) + 1 for k in range(inserts))
+        sizes = tuple(msg for _ in range(inserts))
+        return _Plan(sc, par, nonzero, sizes, sizes, offs,
+                     algorithm == "direct" and ar, out)
+    # halving-doubling
+    L = int(round(math.log2(n)))
+    if ar:
+        sz = [data / 2 ** (i + 1) for i in range(L)] + [data / 2 ** (L - i) for i in range(L)]
+        off = [2 ** i for i in range(L)] + [n // 2 ** (i + 1) for i in range(L)]
+        sc = 2 * L
+    elif ag:
+        sz = [data * 2 ** i for i in range(L)]
+        off = [n // 2 ** (i + 1) for i in range(L)]
+        sc = L
+    else:
+        sz = [data / 2 ** (i + 1) for i in range(L)]
+        off = [2 ** i for i in range(L)]
+        sc = L
+    sz.append(sz[-1])
+    off.append(off[-1])
+    return _Plan(sc, 1, L - 1, tuple(sz), tuple(sz), tuple(off), False, out)
+
+
+def _bundles(plan, phase, ep, lmb):
+    """Delay of the memory-bus bundle of every insert (endpoint delay + reduction)."""
+    ph = int(phase)
+    zero = nonzero = 0
+    toggle = False
+    out = []
+    for k in range(plan.stream_count + plan.par):
+        if zero == 0 and nonzero == 0:
+            zero, nonzero = plan.par, plan.nonzero
+            toggle = not toggle
+        if zero > 0:
+            zero -= 1
+            out.append((ep, 0.0))
+            continue
+        nonzero -= 1
+        proc = ph == Collective.REDUCESCATTER or (ph == Collective.ALLREDUCE and toggle)
+        red = 3.0 * plan.release[k] / lmb if (proc and lmb is not None) else 0.0
+        out.append((ep + red, red))
+    return out
+
+
+def _hops(block, n, off):
+    if int(block) == Block.SWITCH:
+        return 2
+    if int(block) == Block.FULLYCONNECTED:
+        return 1
+    d = off % n
+    return min(d, n - d)
+
+
+def _direction(algorithm, idx, off):
+    if algorithm != "halving_doubling":
+        return 1
+    return 1 if (idx // off) % 2 == 0 else -1
+
+
+# ----------------------------------------------------------------------- the stage form
+def phase_stage(algorithm, phase, n, block, bytes_in, latency_ns, endpoint_delay_ns,
+                local_mem_bw_gbps, gb_is_gib, backend="unaware", window=-1, dim=0):
+    """One dimension's phase as a `PhaseStage` (see the class). ``bytes_in``: bytes per NPU
+    entering the phase (ASTRA-sim's ``data_size``); ``window``: ``direct``'s window (-1:
+    n - 1 messages at once, ASTRA-sim's ``directW``). ``backend`` only chooses whether a
+    Switch's message crosses two links (the aware backend's store and forward)."""
+    check_algorithm(algorithm, phase, n, block, dim)
+    if backend not in BACKENDS:
+        raise LibraInputError(f"network_backend: unknown value {show(backend)}.")
+    plan = _plan(algorithm, phase, n, float(bytes_in), window)
+    bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps)
+    unit = 1.0 / GIB_PER_GB if gb_is_gib else 1.0
+    lat = float(latency_ns)
+    P = plan.par
+    rounds = -(-plan.stream_count // P)
+    # rounds: sends k = rP .. rP+P-1 leave together; the slowest sets the round
+    coef = fixed = red_total = 0.0
+    k = 0
+    affine = True
+    fixed += bundles[0][0]
+    red_total += bundles[0][1]
+    for r in range(rounds):
+        ks = range(r * P, min((r + 1) * P, plan.stream_count))
+        hops = [_hops(block, n, plan.offsets[j]) for j in ks]
+        if len(set(hops)) > 1 and rounds > 1:
+            affine = False  # rounds on a Ring: one round's messages arrive apart
+        coef += plan.sizes[ks[0]] * unit
+        fixed += max(hops) * lat
+        # the bundles of this round's receipts (inserts ks + 1), the slowest gates
+        b = max(bundles[j + P][0] for j in ks)
+        rb = max(bundles[j + P][1] for j in ks)
+        fixed += b
+        red_total += rb
+    if backend == "aware" and int(block) == Block.SWITCH:
+        coef *= 2.0
+    return PhaseStage(coef, fixed, float(rounds), P, red_total, plan.out_bytes, affine)
+
+
+# --------------------------------------------------------------- exact replay at a bw
+def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
+                  endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, backend="unaware",
+                  window=-1, dim=0):
+    """Exact time (ns) of one phase of one chunk at ``bw_gbps``: ASTRA-sim's algorithm state
+    machine run on all ``n`` NPUs of the group (module docstring)."""
+    check_algorithm(algorithm, phase, n, block, dim)
+    if backend not in BACKENDS:
+        raise LibraInputError(f"network_backend: unknown value {show(backend)}.")
+    if backend == "aware" and int(block) == Block.RING and n == 2:
+        raise LibraInputError(f"system.algorithm[{dim}]: ASTRA-sim's congestion-aware "
+                              "backend aborts on a Ring dimension of 2 NPUs.")
+    if not bw_gbps > 0:
+        raise LibraInputError(f"bandwidth_gbps[{dim}]: must be > 0, got {show(bw_gbps)}.")
+    plan = _plan(algorithm, phase, n, float(bytes_in), window)
+    bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps)
+    bpns = bw_gbps * (GIB_PER_GB if gb_is_gib else 1.0)  # bytes per ns
+    lat = float(latency_ns)
+    aware = backend == "aware"
+    blk = int(block)
+    ev = []
+    seq = [0]
+
+    def push(t, kind, data):
+        seq[0] += 1
+        heapq.heappush(ev, (t, seq[0], kind, data))
+
+    # per NPU state
+    packets = [[] for _ in range(n)]  # FIFO of (dest, size)
+    inserted = [0] * n
+    sc = [plan.stream_count] * n
+    free = [0] * n
+    received = [0] * n
+    done = [None] * n
+    link_busy, link_wait = {}, {}
+
+    def insert(i, t):
+        k = inserted[i]
+        inserted[i] += 1
+        off = plan.offsets[k]
+        dest = (i + _direction(algorithm, i, off) * off) % n
+        packets[i].append((dest, plan.sizes[k]))
+        push(t + bundles[k][0], "general", i)
+
+    def route(src, dst):
+        if blk == Block.SWITCH:
+            return [("up", src), ("down", dst)]
+        if blk == Block.FULLYCONNECTED:
+            return [(src, dst)]
+        cw = (dst - src) % n
+        step = -1 if n - cw < cw else 1
+        hops, cur = [], src
+        while cur != dst:
+            nxt = (cur + step) % n
+            hops.append((cur, nxt))
+            cur = nxt
+        return hops
+
+    def link_put(link, msg, t):
+        if link_busy.get(link):
+            link_wait.setdefault(link, []).append(msg)
+            return
+        link_busy[link] = True
+        size = msg[2]
+        push(t + size / bpns, "free", link)
+        push(t + size / bpns + lat, "hop", msg)
+
+    def ready(i, t):
+        if not packets[i] or sc[i] == 0 or free[i] == 0:
+            return
+        dest, size = packets[i].pop(0)
+        sc[i] -= 1
+        free[i] -= 1
+        if aware:
+            link_put(route(i, dest)[0], (i, dest, size, 0), t)
+        else:
+            push(t + size / bpns + _hops(blk, n, dest - i) * lat, "recv", dest)
+
+    for i in range(n):
+        for _ in range(plan.par):
+            insert(i, 0.0)
+    while ev:
+        t, _, kind, data = heapq.heappop(ev)
+        if kind == "general":
+            i = data
+            free[i] += 1
+            if plan.ar_gate and sc[i] <= n - 1:
+                if received[i] < n - 1:
+                    continue
+                for _ in range(plan.par):
+                    ready(i, t)
+            else:
+                ready(i, t)
+            if sc[i] == 0 and free[i] == plan.par and done[i] is None:
+                done[i] = t
+        elif kind == "recv":
+            received[data] += 1
+            insert(data, t)
+        elif kind == "free":
+            link_busy[data] = False
+            if link_wait.get(data):
+                link_put(data, link_wait[data].pop(0), t)
+        else:  # a message arrived at the end of a link
+            src, dst, size, h = data
+            path = route(src, dst)
+            if h + 1 < len(path):
+                link_put(path[h + 1], (src, dst, size, h + 1), t)
+            else:
+                received[dst] += 1
+                insert(dst, t)
+    if any(d is None for d in done):
+        raise RuntimeError("phase replay did not finish (model error)")
+    return max(done)
+
+
+def phase_list(algorithms, collective, npus_per_dim, collective_optimization="localBWAware"):
+    """[(dim, phase)] one chunk runs, in order (``Sys::generate_collective``): every
+    collective but an all-reduce under ``localBWAware`` runs its own phase on every involved
+    dimension (ascending; an all-gather descending), so a ``baseline`` all-reduce is a full
+    all-reduce per dimension; a ``localBWAware`` all-reduce is reduce-scatter up to the last
+    involved dimension, all-reduce there, all-gather back down."""
+    dims = [d for d, g in enumerate(npus_per_dim) if g > 1]
+    c = int(collective)
+    if c != Collective.ALLREDUCE or collective_optimization == "baseline":
+        order = dims[::-1] if c == Collective.ALLGATHER else dims
+        return [(d, c) for d in order]
+    return ([(d, int(Collective.REDUCESCATTER)) for d in dims[:-1]]
+            + [(dims[-1], int(Collective.ALLREDUCE))]
+            + [(d, int(Collective.ALLGATHER)) for d in dims[-2::-1]])
+
+
+def multi_dim_time_ns(algorithms, collective, npus_per_dim, blocks, chunk_bytes, bw_gbps,
+                      latency_ns, endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib,
+                      backend="unaware", collective_optimization="localBWAware", window=-1):
+    """One chunk through every dimension's phase in turn (`phase_list`), each phase's
+    ``out_bytes`` the next one's input: the time of a one-chunk collective (ns)."""
+    data, total = float(chunk_bytes), 0.0
+    for d, ph in phase_list(algorithms, collective, npus_per_dim, collective_optimization):
+        total += phase_time_ns(algorithms[d], ph, int(npus_per_dim[d]), blocks[d], data,
+                               bw_gbps[d], latency_ns[d], endpoint_delay_ns,
+                               local_mem_bw_gbps, gb_is_gib, backend, window, d)
+        data = _plan(algorithms[d], ph, int(npus_per_dim[d]), data, window).out_bytes
+    return total
