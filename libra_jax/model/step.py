@@ -44,7 +44,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from libra_jax.model import pipelined
+from libra_jax.model import pipelined, runtime
 from libra_jax.types import Block, Collective, StepNode
 
 TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
@@ -285,7 +285,14 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     cache: dict = {}
     alloc = Queues(num_dims, q)
     queues = [[[] for _ in range(q)] for _ in range(num_dims)]  # waiting lists, running first
-    running: dict[tuple[int, int], _Stream] = {}
+    running: dict[tuple[int, int, int], _Stream] = {}  # (dim, queue, stream seq)
+    # streams a queue runs at once (Sys: ceil(active-chunks-per-dimension / queues))
+    per_queue = -(-int(tm.active_chunks_per_dim) // q)
+    active = {(d, qi): 0 for d in range(num_dims) for qi in range(q)}
+    default_runtime = tm.is_default_runtime
+    smallest_first = tm.intra_dim_scheduling == "smallest_first"
+    state = runtime.RuntimeState()
+    phase_fn = None
     streams_left = np.zeros(n, int)
     busy = np.zeros(num_dims)
     compute_until = None  # (end time, node)
@@ -329,7 +336,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         push(t + s.msg_ns + lat[s.stages[s.pos][0]], "arrive", msg)
 
     def start_stage_aware(s: _Stream) -> None:
-        dim, coef, _, _, dr, _, steps, red = s.stages[s.pos]
+        dim, coef, _, _, dr, _, steps, red = s.stages[s.pos][:8]
         s.step = 0
         s.steps = max(int(round(steps)), 1)
         s.msg_ns = coef / s.steps / bw[dim] if coef > 0 else 0.0
@@ -363,33 +370,55 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             return s_key(payload)
         return None
 
-    def s_key(s: _Stream) -> tuple[int, int]:
-        return s.stages[s.pos][0], s.stages[s.pos][5]
+    def s_key(s: _Stream) -> tuple[int, int, int]:
+        return s.stages[s.pos][0], s.stages[s.pos][5], s.seq
 
     def try_start(dim: int, qi: int) -> None:
-        if (dim, qi) in running or not queues[dim][qi]:
-            return
-        s = queues[dim][qi].pop(0)
-        running[(dim, qi)] = s
-        if aware:
-            start_stage_aware(s)
+        while active[(dim, qi)] < per_queue and queues[dim][qi]:
+            s = queues[dim][qi].pop(0)
+            running[(dim, qi, s.seq)] = s
+            active[(dim, qi)] += 1
+            if aware:
+                start_stage_aware(s)
 
     def enqueue(s: _Stream) -> None:
-        dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
+        stage = s.stages[s.pos]
+        dim, qi = stage[0], stage[5]
         lst = queues[dim][qi]
         at = len(lst)
-        for j, other in enumerate(lst):
-            if other.priority < s.priority:
-                at = j
-                break
+        if smallest_first and len(stage) > 8 and stage[8] in (runtime.RS, runtime.AG):
+            # Sys::insert_stream, SmallestFirst: a stream with one phase left after this
+            # one goes last; else ahead of the first waiting stream at least as large
+            if len(s.stages) - s.pos - 1 != 1:
+                at = next((j for j, o in enumerate(lst) if o.stages[o.pos][9] >= stage[9]),
+                          len(lst))
+        else:
+            for j, other in enumerate(lst):
+                if other.priority < s.priority:
+                    at = j
+                    break
         lst.insert(at, s)
         try_start(dim, qi)
 
     def issue_collective(i: int) -> None:
         nonlocal counter, seq
-        k, stages = stages_of(nodes[i], blocks, tm, cache, int(np.prod(npd)))
         prio = counter
         counter += 1 if lifo else -1
+        if not default_runtime and nodes[i].collective != Collective.SENDRECV:
+            streams = runtime.collective_streams(nodes[i].collective, nodes[i].size_bytes,
+                                                 nodes[i].group, blocks, tm, bw, state, now,
+                                                 phase_fn)
+            streams_left[i] = len(streams)
+            for stages in streams:
+                placed = []
+                for st in stages:
+                    qi, dr = alloc.next(st.dim, st.kind)
+                    placed.append((st.dim, st.coef, st.fixed, st.kind, dr, qi, st.steps,
+                                   st.red, st.com, st.size))
+                seq += 1
+                enqueue(_Stream(i, prio, placed, seq))
+            return
+        k, stages = stages_of(nodes[i], blocks, tm, cache, int(np.prod(npd)))
         streams_left[i] = k
         if not stages:
             streams_left[i] = 0
@@ -479,6 +508,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             s.left = 1.0
             s.pos += 1
             if s.pos < len(s.stages):
+                # it leaves its queue first (a queue running several streams may start it
+                # again at once under the same key)
+                del running[key]
+                active[key[:2]] -= 1
                 enqueue(s)
             else:
                 streams_left[s.node] -= 1
@@ -490,7 +523,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     # stream only, so under LIFO it goes ahead of every stream waiting there.
                     finish(s.node)
                     issue_ready()
-            del running[key]
-            try_start(*key)
+                del running[key]
+                active[key[:2]] -= 1
+            try_start(*key[:2])
         issue_ready()
     return StepTiming(float(np.nanmax(end)) if n else 0.0, start, end, busy)

@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from libra_jax.model import pipelined, step, step_partial
+from libra_jax.model import pipelined, runtime, step, step_partial
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.timing_rows import unique_collectives
 from libra_jax.model.timing_spec import HOPS, TimingModel, check_timing
-from libra_jax.types import Collective
+from libra_jax.types import Collective, StepNode
 
 def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
     """Each layer-phase's collective at given bandwidths, by the exact model.
@@ -49,6 +49,10 @@ def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
                                     latency_ns=lat_d, reduction_ns=np.zeros(d), busy_ns=busy,
                                     fill_drain_ns=0.0))
                 continue
+            if not tm.is_default_runtime:
+                per_key.append(_runtime_breakdown(code, size, comm, network, tm,
+                                                  bandwidth_gbps))
+                continue
             out = jax.device_get(pipelined.collective_breakdown_ns(
                 code, size, comm, blocks, jnp.asarray(bw), latency_ns=lat, chunks=tm.chunks,
                 endpoint_delay_ns=tm.endpoint_delay_ns, local_mem_bw_gbps=tm.local_mem_bw_gbps,
@@ -74,6 +78,30 @@ def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
             reduction_ns=(n * k["reduction_ns"]).tolist(), busy_ns=(n * k["busy_ns"]).tolist(),
             fill_drain_ns=n * k["fill_drain_ns"]))
     return times, breakdown
+
+
+def _runtime_breakdown(code, size, comm, network, tm: TimingModel, bandwidth_gbps) -> dict:
+    """One collective alone under a runtime other than ASTRA-sim's default: its time
+    simulated (`step.simulate_step` on a one-node step) and where it goes, summed over its
+    streams' stages (`runtime.collective_streams`)."""
+    involved = tuple(bool(g > 1) for g in comm)
+    node = StepNode(name="c", kind="comm", collective=int(code), size_bytes=float(size),
+                    involved=involved, group=tuple(int(g) if g > 1 else 1 for g in comm))
+    bw = np.asarray(bandwidth_gbps, np.float64)
+    timed = step.simulate_step([node], network.block_codes, network.npus, bw, tm)
+    d = network.num_dims
+    factor = step.link_factor(network.block_codes, tm.network_backend)
+    band, lat, red = np.zeros(d), np.zeros(d), np.zeros(d)
+    for stages in runtime.collective_streams(int(code), float(size), node.group,
+                                             network.block_codes, tm, bw,
+                                             runtime.RuntimeState()):
+        for st in stages:
+            band[st.dim] += st.coef * factor[st.dim] / bw[st.dim] if st.coef > 0 else 0.0
+            lat[st.dim] += st.fixed - st.red
+            red[st.dim] += st.red
+    busy = np.asarray(timed.busy_ns, np.float64)
+    return dict(time_ns=float(timed.time_ns), bandwidth_ns=band, latency_ns=lat,
+                reduction_ns=red, busy_ns=busy, fill_drain_ns=float(timed.time_ns - busy.max()))
 
 
 def loop_step_time_ns(compute_ns, comm_ns, training_loop: str) -> float:

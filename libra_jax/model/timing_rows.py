@@ -16,7 +16,7 @@ import numpy as np
 from libra_jax.inputs.limits import as_instance
 from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload
-from libra_jax.model import pipelined, step, step_partial
+from libra_jax.model import pipelined, runtime, step, step_partial
 from libra_jax.model.collectives import traffic_bytes
 from libra_jax.model.problem import (
     ConstraintSpec,
@@ -127,7 +127,9 @@ def collective_pieces(keys, network, tm: TimingModel):
             out.append((0.0, np.ones(1), np.full((1, 1), c_s), a_gb[None, None],
                         np.ones((1, 1), bool)))
             continue
-        if tm.queues_per_dim > 1:
+        if not tm.is_default_runtime:
+            out.append(_runtime_pieces(keys[u], network, tm))
+        elif tm.queues_per_dim > 1:
             out.append(_multi_queue_pieces(keys[u], network, tm))
         else:
             out.append((float(pieces.c0[j]) / 1e9, np.asarray(pieces.w[j], np.float64),
@@ -136,6 +138,32 @@ def collective_pieces(keys, network, tm: TimingModel):
                         np.asarray(pieces.on[j], bool)))
         j += 1
     return out
+
+
+def concurrency(tm: TimingModel) -> int:
+    """Most stages a dimension runs at once: its queues x the streams each runs
+    (``ceil(active_chunks_per_dim / queues_per_dim)``, as ASTRA-sim's scheduler unit)."""
+    q = int(tm.queues_per_dim)
+    return q * -(-int(tm.active_chunks_per_dim) // q)
+
+
+def _runtime_pieces(key, network, tm: TimingModel):
+    """A collective's convex lower bound under a runtime other than ASTRA-sim's default
+    (`runtime.bound_work`: each dimension's least work over the orders its chunks may take,
+    over the stages it runs at once, and one chunk's least route). (s, GB) like
+    `collective_pieces`."""
+    code, size, comm = key
+    d = network.num_dims
+    blocks = np.asarray(network.block_codes, np.int32)
+    factor = step.link_factor(blocks, tm.network_backend)
+    dim_c, dim_a, route_c, route_a = runtime.bound_work(code, size, comm, blocks, tm)
+    share = concurrency(tm)
+    c = np.concatenate([dim_c / share, [route_c]])
+    a = np.zeros((d + 1, d))
+    a[:d] = np.diag(dim_a * factor / share)
+    a[d] = route_a * factor
+    on = np.concatenate([dim_a + dim_c > 0, [True]])
+    return (0.0, np.ones(1), c[None] / 1e9, a[None] / 1e9, on[None])
 
 
 def _multi_queue_pieces(key, network, tm: TimingModel):
@@ -324,6 +352,10 @@ def dimension_work(keys, network, tm: TimingModel):
             out.append((const, coef))
             continue
         comm = np.asarray(comm, np.int32)
+        if code != Collective.SENDRECV and not tm.is_default_runtime:
+            const, coef, _, _ = runtime.bound_work(code, size, comm, blocks, tm)
+            out.append((const / 1e9, coef * factor / 1e9))
+            continue
         if code == Collective.SENDRECV:
             dim = int(np.argmax(comm > 1))
             coef[dim] = size / gib * factor[dim]
@@ -357,7 +389,7 @@ def _contention_rows(b, origin, extra, ready, hidden, comm, compute_s, index, is
     """
     num_layers = compute_s.shape[0]
     work = dimension_work(keys, network, tm)
-    q = float(tm.queues_per_dim)
+    q = float(concurrency(tm))
     issued = []  # (ready _Expr, key u, issues) of every collective, in issue order
     for l in range(num_layers - 1, -1, -1):  # backward pass, last layer first
         before = ready
@@ -420,10 +452,10 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
         # a pg_name ring's piece (`step_partial.pg_ring_piece`) is not differentiated in
         # the size here either
         return None
-    if tm.model == "pipelined" and (tm.queues_per_dim > 1 or (
+    if tm.model == "pipelined" and (tm.queues_per_dim > 1 or not tm.is_default_runtime or (
             np.any(work) and np.sum(np.abs(mu[work])) > 1e-9 * max(np.sum(np.abs(mu)), 1e-300))):
-        # the multi-queue pieces and the binding dimension-work rows are not differentiated
-        # in the size here: no size sensitivities rather than wrong ones
+        # the multi-queue and runtime pieces and the binding dimension-work rows are not
+        # differentiated in the size here: no size sensitivities rather than wrong ones
         return None
     x = (np.asarray(bandwidth_gbps, np.float64)
          / step.link_factor(network.block_codes, tm.network_backend))

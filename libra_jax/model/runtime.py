@@ -1,0 +1,326 @@
+"""ASTRA-sim's runtime beyond its defaults, as its system layer runs it
+(``docs/runtime.md``): the order in which each chunk visits the dimensions
+(``inter-dimension-scheduling``), the all-reduce's hierarchy (``collective-optimization``),
+each dimension's algorithm, and the streams of one collective built from them.
+
+`collective_streams` replays ``Sys::generate_collective`` (astra-sim/system/Sys.cc) for one
+collective: the chunks (``determine_chunk_size``; Themis-flex sizes its own), each chunk's
+dimension order, and each chunk's phases with their queue half, bytes, fixed time, ring
+messages and local reductions: the stages `step.simulate_step` replays. Orders:
+
+* ``ascending``: dimensions 0..D-1 (an all-gather D-1..0);
+* ``round_robin``: that order rotated left by a counter that every chunk of every collective
+  advances (mod D, all dimensions of the network);
+* ``themis`` (``offlineGreedy``, `OfflineGreedy::get_chunk_scheduling`): per chunk, the
+  dimensions sorted by the load the collective's earlier chunks put on them (least loaded
+  first; an all-gather most loaded first), the load of a dimension being the chunk's
+  MiB x (n-1)/n (reduce-scatter; all-gather (n-1)) over its link bandwidth relative to
+  dimension 0. When the loads differ by less than 1/16 of a chunk the chunk goes in
+  ascending order. The loads restart with every collective issued at a new tick.
+  All-to-all keeps the ascending order. An all-reduce under Themis is a reduce-scatter up
+  every dimension and an all-gather back down (no all-reduce phase on the last one);
+* ``themis_flex`` (``offlineGreedyFlex``): as ``themis``, but a chunk's size is the load
+  difference of the first and last dimension in bytes (at least the recommended chunk;
+  below it, a recommended chunk in ascending order), so the chunk count varies.
+
+``collective-optimization`` ``baseline``: an all-reduce is a full all-reduce on every
+involved dimension in turn (the chunk does not shrink). ``localBWAware`` (default):
+reduce-scatter up to the last dimension, all-reduce there, all-gather back down.
+
+Every name here is host numpy; units ns, bytes, GB/s (bytes / GB/s = ns).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from libra_jax.model import pipelined
+from libra_jax.types import Block, Collective
+
+RS, AG, AR, A2A = (int(Collective.REDUCESCATTER), int(Collective.ALLGATHER),
+                   int(Collective.ALLREDUCE), int(Collective.ALLTOALL))
+_MIB = 1048576.0
+
+
+class Stage(NamedTuple):
+    """One phase of a stream on one dimension (what `step.py` queues and times).
+
+    ``dim``; ``coef`` bytes sent per NPU over the phase (x 1e9/2^30 under ``gb_is_gib``), so
+    its bandwidth time is ``coef / bw`` ns; ``fixed`` ns (hop latency, endpoint delays, local
+    reductions); ``kind`` the queue half ("any", "first", "last"); ``steps`` ring messages
+    sent one after another; ``red`` the local-reduction part of ``fixed``; ``com`` the
+    phase's collective code (RS, AG, AR, A2A); ``size`` max(bytes in, bytes out) per NPU
+    (smallest-first scheduling sorts by it)."""
+
+    dim: int
+    coef: float
+    fixed: float
+    kind: str
+    steps: float
+    red: float
+    com: int
+    size: float
+
+
+@dataclasses.dataclass
+class RuntimeState:
+    """What ASTRA-sim's system layer carries from one collective to the next (every NPU
+    alike): the round-robin counter and Themis's per-dimension loads (``[dim, load]`` in the
+    order its last sort left them) with the tick of the last collective it scheduled."""
+
+    rr: int = 0
+    loads: list | None = None
+    tick: float = 0.0
+
+
+def ring_phase(com: int, n: int, size: float, block: int, lat: float, ep: float, lmb, unit):
+    """A ring phase on a dimension of ``n`` NPUs entering with ``size`` bytes per NPU
+    (``Ring``'s constructor): (coef, fixed, steps, red, final size).
+
+    Messages: reduce-scatter / all-reduce / all-to-all ``size / n``, all-gather ``size``;
+    steps n-1 (RS, AG), 2(n-1) (AR), n(n-1)/2 (A2A); each step costs ``hops x lat + ep``
+    (2 hops through a Switch); the first n-1 steps of RS / AR reduce their message (3 x msg
+    / lmb). Final size: RS size / n, AG size x n, AR and A2A size."""
+    nm1 = n - 1.0
+    msg = size if com == AG else size / n
+    steps = {AR: 2 * nm1, RS: nm1, AG: nm1, A2A: n * nm1 / 2}[com]
+    hops = 2.0 if block == Block.SWITCH else 1.0
+    red = 3.0 * nm1 * msg / lmb if (lmb is not None and com in (RS, AR)) else 0.0
+    final = {RS: size / n, AG: size * n, AR: size, A2A: size}[com]
+    return steps * msg * unit, steps * (hops * lat + ep) + red, steps, red, final
+
+
+# ------------------------------------------------------------------------ orders
+def _themis_order(state: RuntimeState, flex: bool, com: int, involved, npus, link_bw,
+                  remaining: int, recommended: int):
+    """`OfflineGreedy::get_chunk_scheduling` of Sys 0: (order, bytes this chunk takes).
+    ``state.loads`` is updated in place; ASTRA-sim's integer arithmetic is kept (sizes are
+    uint64: chunk sizes divide with truncation), as is its update of the loads in the
+    ascending fallback (by position in its vector)."""
+    num = len(npus)
+    loads = state.loads
+    ct = RS if com == AR else com
+    loads.sort(key=lambda x: x[1])  # std::sort of <= 16 entries: insertion sort (stable)
+    if ct == AG:
+        loads.reverse()
+    ratio = [link_bw[d] / link_bw[0] for d in range(num)]
+
+    def inv(d):
+        return bool(involved[d]) and npus[d] != 1
+
+    def add(entry, dim, chunk):
+        if ct == RS:
+            entry[1] += ((chunk / _MIB) * ((npus[dim] - 1) / npus[dim])) / ratio[dim]
+            return chunk // npus[dim]
+        entry[1] += ((chunk / _MIB) * (npus[dim] - 1)) / ratio[dim]
+        return chunk * npus[dim]
+
+    chunk = recommended
+    taken = None
+    if not flex:
+        taken = min(remaining, chunk)
+    result = []
+    done = False
+    for ptr, entry in enumerate(list(loads)):
+        dim = entry[0]
+        if not inv(dim):
+            result.append(dim)
+            continue
+        if not done:
+            done = True
+            if ct == RS:
+                diff = abs(loads[-1][1] - entry[1])
+                size = int(diff * ratio[dim] / ((npus[dim] - 1) / npus[dim]) * _MIB)
+            else:
+                last = len(loads) - 1
+                while not inv(loads[last][0]):
+                    last -= 1
+                diff = abs(loads[last][1] - entry[1])
+                ld = loads[last][0]
+                size = int(diff * ratio[ld] / (npus[ld] - 1) * _MIB)
+                last -= 1
+                while ptr <= last:
+                    if inv(loads[last][0]):
+                        size //= npus[loads[last][0]]
+                    last -= 1
+            threshold = recommended if flex else recommended // 16
+            if size < threshold:
+                if flex:
+                    taken = min(remaining, recommended)
+                    chunk = taken
+                loads.sort(key=lambda x: x[0])
+                if ct == AG:
+                    loads.reverse()
+                for pos in range(num):  # by position, as ASTRA-sim does
+                    if inv(pos):
+                        chunk = add(loads[pos], pos, chunk)
+                return list(range(num)), taken
+            if flex:
+                chunk = size
+                taken = min(remaining, size)
+        result.append(dim)
+        chunk = add(entry, dim, chunk)
+    return result, taken
+
+
+def _phases(com: int, order, involved, npus, tm):
+    """(collective code, dim, queue half) of one chunk in ``order`` (generate_collective)."""
+    dims = [d for d in order[:len(npus)] if involved[d] and npus[d] != 1]
+    if not dims:
+        return []
+    if com != AR or tm.collective_optimization == "baseline":
+        return [(com, d, "any") for d in dims]
+    if tm.inter_dim_scheduling in ("themis", "themis_flex"):
+        return [(RS, d, "first") for d in dims] + [(AG, d, "last") for d in reversed(dims)]
+    return ([(RS, d, "first") for d in dims[:-1]] + [(AR, dims[-1], "first")]
+            + [(AG, d, "last") for d in reversed(dims[:-1])])
+
+
+def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw_gbps,
+                       state: RuntimeState, now: float = 0.0, phase_fn=None):
+    """The streams of one collective as ``Sys::generate_collective`` builds them under the
+    runtime of ``tm`` (module docstring): a list with one list of `Stage` per stream.
+
+    Args:
+      collective: `Collective` code (not SENDRECV). size_bytes: the ET's per-NPU size.
+      group: [D] NPUs of each dimension in the group (1 = not involved; a whole dimension).
+      blocks: [D] `Block` codes. tm: a `timing.TimingModel`.
+      bw_gbps: [D] per-NPU GB/s (Themis orders by the link bandwidths written for them).
+      state: the `RuntimeState` carried between collectives (updated).
+      now: the issue time, ns (Themis restarts its loads at a new tick).
+      phase_fn: (algorithm, com, n, size, block, lat, ep, lmb, unit) -> (coef, fixed,
+        steps, red, final); default `ring_phase` on every dimension.
+    """
+    npus = [int(g) for g in group]
+    num = len(npus)
+    involved = [g > 1 for g in npus]
+    total = int(np.prod([max(g, 1) for g in npus]))
+    lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+    unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    algos = tm.algorithm or ("ring",) * num
+    link = [float(bw_gbps[d]) / link_share(algos[d], npus[d]) for d in range(num)]
+    inter = tm.inter_dim_scheduling
+    themis = inter in ("themis", "themis_flex") and collective != A2A
+    if inter in ("themis", "themis_flex"):
+        if state.loads is None:
+            state.loads = [[d, 0.0] for d in range(num)]
+        if now != state.tick:
+            state.loads = [[d, 0.0] for d in range(num)]
+            state.tick = now
+    size = int(round(size_bytes))
+    chunk = size // int(tm.chunks)
+    if collective != AG and total > chunk:  # Sys::determine_chunk_size
+        chunk, size = total, int(tm.chunks) * total
+    chunk = max(chunk, 1)
+    streams = []
+    while size > 0:
+        order = list(range(num))
+        if collective == AG:
+            order.reverse()
+        if inter == "round_robin":
+            order = order[state.rr:] + order[:state.rr]
+            state.rr = (state.rr + 1) % num
+        if themis:
+            order, this = _themis_order(state, inter == "themis_flex", collective, involved,
+                                        npus, link, size, chunk)
+            size -= this
+        else:  # every stream carries a whole chunk, the last one too
+            this, size = chunk, max(size - chunk, 0)
+        stages, remain = [], float(this)
+        for com, d, kind in _phases(collective, order, involved, npus, tm):
+            fn = phase_fn or (lambda a, *args: ring_phase(*args))
+            coef, fixed, steps, red, final = fn(algos[d], com, npus[d], remain, int(blocks[d]),
+                                                float(lat[d]), float(tm.endpoint_delay_ns),
+                                                tm.local_mem_bw_gbps, unit)
+            stages.append(Stage(d, coef, fixed, kind, steps, red, com, max(remain, final)))
+            remain = final
+        if not stages:
+            break
+        streams.append(stages)
+    return streams
+
+
+def link_share(algorithm: str, npus: int) -> int:
+    """How many links carry one NPU's traffic at once on a dimension (the export's rule:
+    link bandwidth = per-NPU bandwidth / this): ``direct`` sends to every other NPU at
+    once (n-1 links), the others one link at a time."""
+    return max(npus - 1, 1) if algorithm == "direct" else 1
+
+
+# --------------------------------------------------------------------- the bound
+def _orders(tm, collective: int, involved) -> list[list[int]]:
+    """The dimension orders a chunk may take: ascending's one, every rotation under round
+    robin (the counter's start depends on earlier collectives), every order of the involved
+    dimensions under Themis (it depends on the bandwidths)."""
+    num = len(involved)
+    base = list(range(num))
+    if collective == AG:
+        base.reverse()
+    if tm.inter_dim_scheduling in ("themis", "themis_flex") and collective != A2A:
+        dims = [d for d in range(num) if involved[d]]
+        rest = [d for d in range(num) if not involved[d]]
+        return [list(p) + rest for p in itertools.permutations(dims)]
+    if tm.inter_dim_scheduling == "round_robin":
+        return [base[r:] + base[:r] for r in range(num)]
+    return [base]
+
+
+def bound_work(collective: int, size_bytes: float, group, blocks, tm, phase_fn=None):
+    """A convex lower bound of one collective under the runtime of ``tm``, whatever order
+    its chunks take: (dim_const [D] ns, dim_coef [D] bytes, route_const ns, route_coef [D]
+    bytes), every value affine in 1 / bw:
+
+    * dimension d is busy at least ``dim_const[d] + dim_coef[d] / bw[d]`` with the
+      collective's stages (all chunks; each chunk's least work on d over its possible orders,
+      the fixed and the bytes part each at their least);
+    * one chunk takes at least ``route_const + sum_d route_coef[d] / bw[d]`` (its stages run
+      one after another; each part at its least over the orders).
+
+    Themis-flex sizes its own chunks (at least the recommended one, so at most ``chunks`` of
+    them): its bytes are counted for the whole size and its per-chunk latency once. The
+    congestion-aware backend's Switch factor and the concurrency of a dimension's queues are
+    the caller's (`timing_rows`)."""
+    npus = [int(g) for g in group]
+    num = len(npus)
+    involved = [g > 1 for g in npus]
+    total = int(np.prod([max(g, 1) for g in npus]))
+    lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
+    unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    algos = tm.algorithm or ("ring",) * num
+    fn = phase_fn or (lambda a, *args: ring_phase(*args))
+    size = int(round(size_bytes))
+    k = int(tm.chunks)
+    chunk = size // k
+    if collective != AG and total > chunk:
+        chunk, size = total, k * total
+    chunk = max(chunk, 1)
+    themis = tm.inter_dim_scheduling in ("themis", "themis_flex") and collective != A2A
+    # streams of a whole chunk each (Themis: the last one carries the rest)
+    scale = size / chunk if themis else -(-size // chunk)
+    per_order = []
+    for order in _orders(tm, collective, involved):
+        lat_d, red_d, coef_d = np.zeros(num), np.zeros(num), np.zeros(num)
+        remain = float(chunk)
+        for com, d, _ in _phases(collective, order, involved, npus, tm):
+            coef, fixed, _, red, final = fn(algos[d], com, npus[d], remain, int(blocks[d]),
+                                            float(lat[d]), float(tm.endpoint_delay_ns),
+                                            tm.local_mem_bw_gbps, unit)
+            lat_d[d] += fixed - red
+            red_d[d] += red
+            coef_d[d] += coef
+            remain = final
+        per_order.append((lat_d, red_d, coef_d))
+    lat_d, red_d, coef_d = (np.min([o[i] for o in per_order], axis=0) for i in range(3))
+    route_const = min(float(o[0].sum() + o[1].sum()) for o in per_order)
+    route_coef = coef_d.copy()
+    # all chunks (bytes and reductions are linear in the chunk's size; its latency is not)
+    latency_chunks = (1 if tm.inter_dim_scheduling == "themis_flex" and themis
+                      else -(-size // chunk))
+    dim_const = latency_chunks * lat_d + scale * red_d
+    dim_coef = scale * coef_d
+    return dim_const, dim_coef, route_const, route_coef
