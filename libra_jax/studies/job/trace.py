@@ -18,8 +18,8 @@ fastest step (or the objective's best) under the run's constraints.
   pattern search on the simulated step itself (`_refine`) starts from the model's optimum
   and the equal split; the design returned is the best simulated, and the gap between its
   simulated step and that lower bound is the certified gap to the best simulated step.
-  `pattern_search` is the search itself, on any simulated objective (the multi-workload
-  runs with trace sets use it too: `studies.trace_multi`).
+  `pattern_search` (`studies.simulated_search`) is the search itself, on any simulated
+  objective (the multi-workload runs with trace sets and `studies.runtime` use it too).
 """
 
 from __future__ import annotations
@@ -43,17 +43,12 @@ from libra_jax.model.objective import max_violation
 from libra_jax.model.problem import ConstraintSpec, ModelRows, problem_from_arrays
 from libra_jax.model.timing import TimingModel
 from libra_jax.model.trace_rows import TraceBound
-from libra_jax.solvers.solve import (
-    SolveResult,
-    equal_split,
-    nearest_feasible,
-    solve,
-    violation_scale,
-)
+from libra_jax.solvers.solve import SolveResult, equal_split, solve, violation_scale
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.evaluate import check_lengths, constraint_report, design_bandwidths
 from libra_jax.studies.job.inputs import check_workload_source, design_inputs, to_timing
 from libra_jax.studies.job.train import power_kwargs, power_of_run
+from libra_jax.studies.simulated_search import objective_value, pattern_search
 from libra_jax.types import LibraInputError, TraceSet, show
 
 log = logging.getLogger(__name__)
@@ -342,17 +337,6 @@ def cutting_plane(parts, make_problem, solve_problem, start) -> CuttingPlane:
                         time.perf_counter() - t0 - compile_s, compile_s)
 
 
-def objective_value(inputs: TraceInputs, objective: str, power, bw, step_ns: float) -> float:
-    """The objective of a design at its simulated step: ns (perf), ns x $ (perf_per_cost),
-    J per step (perf_per_watt)."""
-    if objective == "perf_per_cost":
-        return step_ns * float(inputs.cost_rates @ bw)
-    if objective == "perf_per_watt":
-        rates, static = power
-        return step_ns * 1e-9 * (float(static) + float(np.asarray(rates) @ bw))
-    return step_ns
-
-
 def _refine(inputs: TraceInputs, problem, starts, objective: str, power, used):
     """`pattern_search` on the trace set's simulated objective (`objective_value`): (design,
     its simulation, designs simulated)."""
@@ -361,59 +345,6 @@ def _refine(inputs: TraceInputs, problem, starts, objective: str, power, used):
         return objective_value(inputs, objective, power, x, float(t.time_ns)), t
 
     return pattern_search(value, problem, starts, used, REFINE_EVALS * inputs.network.num_dims)
-
-
-def pattern_search(value, problem, starts, used, limit: int):
-    """A pattern search on a simulated objective over the feasible designs of ``problem``,
-    from the best of ``starts``: move ``step`` GB/s from one dimension to another, or up or
-    down on one (each move projected onto the constraints), take the first move that
-    improves, halve the step when none does; at most ``limit`` evaluations.
-
-    Args:
-      value: design [D] -> (objective value, payload), e.g. the simulated step and its
-        simulation; each design is evaluated once.
-      problem: the `Problem` whose constraints the designs meet (`nearest_feasible`).
-      starts: designs to start from (projected onto the constraints first).
-      used: [D] bool, the dimensions some traffic crosses: designs that give one of them
-        (almost) no bandwidth are not evaluated.
-      limit: most evaluations.
-
-    Returns (design, its payload, designs evaluated). A lower bound does not depend on it:
-    a gap stays certified whatever design it returns."""
-    d = problem.num_dims
-    evaluated: dict = {}
-
-    def cached(x):
-        key = tuple(np.round(x, 12))
-        if key not in evaluated:
-            evaluated[key] = value(x)
-        return evaluated[key]
-
-    def usable(x):
-        return bool(np.all(np.isfinite(x)) and np.all(x[used] > 1e-9 * max(x.sum(), 1e-300)))
-
-    cands = [np.asarray(nearest_feasible(problem, np.asarray(x, np.float64))[0]) for x in starts]
-    cands = [x for x in cands if usable(x)]
-    best = min(cands, key=lambda x: cached(x)[0])
-    best_val = cached(best)[0]
-    moves = [np.eye(d)[i] - np.eye(d)[j] for i in range(d) for j in range(d) if i != j]
-    moves += [sign * np.eye(d)[i] for i in range(d) for sign in (1.0, -1.0)]
-    step = 0.25 * float(best.sum()) / d
-    while step > 1e-4 * float(best.sum()) / d and len(evaluated) < limit:
-        for v in moves:
-            x, _ = nearest_feasible(problem, np.maximum(best + step * v, 0.0))
-            x = np.asarray(x, np.float64)
-            if not usable(x) or np.allclose(x, best, rtol=0, atol=1e-12 * best.sum()):
-                continue
-            val, _ = cached(x)
-            if val < best_val * (1 - 1e-12):
-                best, best_val = x, val
-                break
-            if len(evaluated) >= limit:
-                break
-        else:
-            step /= 2
-    return best, cached(best)[1], len(evaluated)
 
 
 def start_point(num_dims: int, spec: ConstraintSpec) -> np.ndarray:
