@@ -1,7 +1,8 @@
 """Per-dimension collective algorithms as ASTRA-sim 2.x runs them (``docs/algorithms.md``):
 ``ring``, ``direct`` (class ``AllToAll``, with its window) and ``halving_doubling``, for one
 dimension's phase (reduce-scatter, all-gather, all-reduce, all-to-all), on both analytical
-backends. ``double_binary_tree`` is recognised and refused (not modelled; see the doc).
+backends; ``double_binary_tree`` (``DoubleBinaryTreeAllReduce.cc``) for an all-reduce phase
+of one chunk.
 
 * `phase_stage` gives a phase in the stage form `step.py` consumes: the congestion-unaware
   time is ``bytes_coef / bw_gbps + fixed_ns`` (``fixed_ns`` includes the reductions), with
@@ -61,10 +62,15 @@ def check_algorithm(algorithm, phase, n, block, dim=0):
     if not isinstance(n, (int,)) or n < 2:
         raise LibraInputError(f"{key}: a phase needs a group of >= 2 NPUs, got {show(n)}.")
     if algorithm == "double_binary_tree":
-        raise LibraInputError(
-            f"{key}: {show(algorithm)} is not modelled: ASTRA-sim runs it as an all-reduce "
-            "of the whole buffer whatever the collective (final size = input size) and "
-            "crashes for groups that are not a power of two (docs/algorithms.md).")
+        if int(phase) != Collective.ALLREDUCE:
+            raise LibraInputError(
+                f"{key}: {show(algorithm)} has only an all-reduce: ASTRA-sim runs it for "
+                f"any phase as an all-reduce of the whole buffer (phase {int(phase)} asked; "
+                "a localBWAware all-reduce gives every dimension but the last a "
+                "reduce-scatter phase).")
+        if n & (n - 1):
+            raise LibraInputError(f"{key}: {show(algorithm)} needs a power-of-two group "
+                                  f"(ASTRA-sim's BinaryTree crashes otherwise), got {n}.")
     if algorithm == "halving_doubling":
         if int(phase) == Collective.ALLTOALL:
             raise LibraInputError(f"{key}: {show(algorithm)} has no all-to-all (ASTRA-sim "
@@ -88,13 +94,18 @@ class _Plan(NamedTuple):
     out_bytes: float
 
 
-def _plan(algorithm, phase, n, data, window=-1):
+def _plan(algorithm, phase, n, data, window=-1, ticks=False):
+    """``ticks``: ASTRA-sim's integer (uint64) sizes, each division floored."""
     ph = int(phase)
     ar, ag, rs = (ph == Collective.ALLREDUCE, ph == Collective.ALLGATHER,
                   ph == Collective.REDUCESCATTER)
-    out = data * n if ag else (data / n if rs else data)
+
+    def div(x, y):
+        return float(math.floor(x / y)) if ticks else x / y
+
+    out = data * n if ag else (div(data, n) if rs else data)
     if algorithm in ("ring", "direct"):
-        msg = data if ag else data / n
+        msg = data if ag else div(data, n)
         if algorithm == "ring":
             par = 1  # InjectionPolicy::Normal (Sys::generate_collective_phase)
             sc = 2 * (n - 1) if ar else ((n - 1) * n // 2 if ph == Collective.ALLTOALL
@@ -114,8 +125,13 @@ def _plan(algorithm, phase, n, data, window=-1):
                      algorithm == "direct" and ar, out)
     # halving-doubling
     L = int(round(math.log2(n)))
-    if ar:
-        sz = [data / 2 ** (i + 1) for i in range(L)] + [data / 2 ** (L - i) for i in range(L)]
+    if ar:  # halves up to n/2 apart, then (rank_offset == n) doubles back
+        sz = [div(data, 2)]
+        for _ in range(L - 1):
+            sz.append(div(sz[-1], 2))
+        sz.append(sz[-1])
+        for _ in range(L - 1):
+            sz.append(sz[-1] * 2)
         off = [2 ** i for i in range(L)] + [n // 2 ** (i + 1) for i in range(L)]
         sc = 2 * L
     elif ag:
@@ -123,7 +139,9 @@ def _plan(algorithm, phase, n, data, window=-1):
         off = [n // 2 ** (i + 1) for i in range(L)]
         sc = L
     else:
-        sz = [data / 2 ** (i + 1) for i in range(L)]
+        sz = [div(data, 2)]
+        for _ in range(L - 1):
+            sz.append(div(sz[-1], 2))
         off = [2 ** i for i in range(L)]
         sc = L
     sz.append(sz[-1])
@@ -131,8 +149,10 @@ def _plan(algorithm, phase, n, data, window=-1):
     return _Plan(sc, 1, L - 1, tuple(sz), tuple(sz), tuple(off), False, out)
 
 
-def _bundles(plan, phase, ep, lmb):
-    """Delay of the memory-bus bundle of every insert (endpoint delay + reduction)."""
+def _bundles(plan, phase, ep, lmb, ticks=False):
+    """Delay of the memory-bus bundle of every insert (endpoint delay + reduction: a write
+    and two reads of the bundle's bytes at ``lmb`` GB/s, 1 GB = 1e9 B; ``PacketBundle.cc``;
+    ``ticks``: each of the three floored to an integer ns as ASTRA-sim does)."""
     ph = int(phase)
     zero = nonzero = 0
     toggle = False
@@ -147,7 +167,9 @@ def _bundles(plan, phase, ep, lmb):
             continue
         nonzero -= 1
         proc = ph == Collective.REDUCESCATTER or (ph == Collective.ALLREDUCE and toggle)
-        red = 3.0 * plan.release[k] / lmb if (proc and lmb is not None) else 0.0
+        red = 0.0
+        if proc and lmb is not None:
+            red = 3.0 * (math.floor(plan.release[k] / lmb) if ticks else plan.release[k] / lmb)
         out.append((ep + red, red))
     return out
 
@@ -177,9 +199,12 @@ def phase_stage(algorithm, phase, n, block, bytes_in, latency_ns, endpoint_delay
     check_algorithm(algorithm, phase, n, block, dim)
     if backend not in BACKENDS:
         raise LibraInputError(f"network_backend: unknown value {show(backend)}.")
+    unit = 1.0 / GIB_PER_GB if gb_is_gib else 1.0
+    if algorithm == "double_binary_tree":
+        return _tree_stage(n, block, float(bytes_in), float(latency_ns),
+                           float(endpoint_delay_ns), local_mem_bw_gbps, unit, backend)
     plan = _plan(algorithm, phase, n, float(bytes_in), window)
     bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps)
-    unit = 1.0 / GIB_PER_GB if gb_is_gib else 1.0
     lat = float(latency_ns)
     P = plan.par
     rounds = -(-plan.stream_count // P)
@@ -209,9 +234,11 @@ def phase_stage(algorithm, phase, n, block, bytes_in, latency_ns, endpoint_delay
 # --------------------------------------------------------------- exact replay at a bw
 def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
                   endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, backend="unaware",
-                  window=-1, dim=0):
+                  window=-1, dim=0, ticks=False):
     """Exact time (ns) of one phase of one chunk at ``bw_gbps``: ASTRA-sim's algorithm state
-    machine run on all ``n`` NPUs of the group (module docstring)."""
+    machine run on all ``n`` NPUs of the group (module docstring). ``ticks``: as ASTRA-sim,
+    integer sizes and every delay floored to an integer ns (else real-valued, as the rest
+    of the model)."""
     check_algorithm(algorithm, phase, n, block, dim)
     if backend not in BACKENDS:
         raise LibraInputError(f"network_backend: unknown value {show(backend)}.")
@@ -220,8 +247,13 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
                               "backend aborts on a Ring dimension of 2 NPUs.")
     if not bw_gbps > 0:
         raise LibraInputError(f"bandwidth_gbps[{dim}]: must be > 0, got {show(bw_gbps)}.")
-    plan = _plan(algorithm, phase, n, float(bytes_in), window)
-    bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps)
+    fl = math.floor if ticks else float
+    if algorithm == "double_binary_tree":
+        return _tree_time_ns(n, int(block), float(bytes_in), bw_gbps, float(latency_ns),
+                             float(endpoint_delay_ns), local_mem_bw_gbps, gb_is_gib,
+                             backend == "aware", fl)
+    plan = _plan(algorithm, phase, n, float(bytes_in), window, ticks)
+    bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps, ticks)
     bpns = bw_gbps * (GIB_PER_GB if gb_is_gib else 1.0)  # bytes per ns
     lat = float(latency_ns)
     aware = backend == "aware"
@@ -270,8 +302,8 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
             return
         link_busy[link] = True
         size = msg[2]
-        push(t + size / bpns, "free", link)
-        push(t + size / bpns + lat, "hop", msg)
+        push(t + fl(size / bpns), "free", link)
+        push(t + fl(size / bpns + lat), "hop", msg)
 
     def ready(i, t):
         if not packets[i] or sc[i] == 0 or free[i] == 0:
@@ -282,7 +314,7 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
         if aware:
             link_put(route(i, dest)[0], (i, dest, size, 0), t)
         else:
-            push(t + size / bpns + _hops(blk, n, dest - i) * lat, "recv", dest)
+            push(t + fl(size / bpns + _hops(blk, n, dest - i) * lat), "recv", dest)
 
     for i in range(n):
         for _ in range(plan.par):
@@ -339,13 +371,146 @@ def phase_list(algorithms, collective, npus_per_dim, collective_optimization="lo
 
 def multi_dim_time_ns(algorithms, collective, npus_per_dim, blocks, chunk_bytes, bw_gbps,
                       latency_ns, endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib,
-                      backend="unaware", collective_optimization="localBWAware", window=-1):
+                      backend="unaware", collective_optimization="localBWAware", window=-1,
+                      ticks=False):
     """One chunk through every dimension's phase in turn (`phase_list`), each phase's
     ``out_bytes`` the next one's input: the time of a one-chunk collective (ns)."""
     data, total = float(chunk_bytes), 0.0
     for d, ph in phase_list(algorithms, collective, npus_per_dim, collective_optimization):
         total += phase_time_ns(algorithms[d], ph, int(npus_per_dim[d]), blocks[d], data,
                                bw_gbps[d], latency_ns[d], endpoint_delay_ns,
-                               local_mem_bw_gbps, gb_is_gib, backend, window, d)
-        data = _plan(algorithms[d], ph, int(npus_per_dim[d]), data, window).out_bytes
+                               local_mem_bw_gbps, gb_is_gib, backend, window, d, ticks)
+        if algorithms[d] != "double_binary_tree":  # the tree leaves the size as it is
+            data = _plan(algorithms[d], ph, int(npus_per_dim[d]), data, window,
+                         ticks).out_bytes
     return total
+
+
+# ------------------------------------------------------------------ double binary tree
+def tree_links(n):
+    """(parent [n], children [n] lists) of ASTRA-sim's first tree (``RootMax``;
+    ``BinaryTree.cc``): a root whose only child is a complete binary tree of n - 1 nodes,
+    ids given in order (left subtree, node, right subtree) from 0, so the root is n - 1."""
+    parent, children = [-1] * n, [[] for _ in range(n)]
+    depth = 1 + int(math.floor(math.log2(n)))  # BinaryTree's depth loop
+
+    def build(d, lo):  # a complete subtree of depth d with in-order ids from lo -> root id
+        if d == 1:
+            return lo, lo + 1
+        left, nxt = build(d - 1, lo)
+        me = nxt
+        right, nxt = build(d - 1, me + 1)
+        parent[left] = parent[right] = me
+        children[me] = [left, right]
+        return me, nxt
+
+    sub, root = build(depth - 1, 0)
+    parent[sub] = root
+    children[root] = [sub]
+    return parent, children
+
+
+def _tree_red(size, lmb, fl):
+    return 0.0 if lmb is None else 3.0 * fl(size / lmb)
+
+
+def _tree_stage(n, block, size, lat, ep, lmb, unit, backend):
+    """The unaware stage of a tree all-reduce (every message the whole buffer): 2 s sends
+    (s = log2 n levels below the root), 2 s + 1 endpoint delays, 2 s - 1 reductions, each
+    send's hops the longest parent-child distance on its level (a Ring; FC 1, Switch 2)."""
+    s = int(round(math.log2(n)))
+    parent, _ = tree_links(n)
+    depth = [0] * n
+    for i in range(n):
+        j = i
+        while parent[j] != -1:
+            j = parent[j]
+            depth[i] += 1
+    hop_lat = 0.0
+    for lev in range(1, s + 1):  # the edge into a node of depth lev (each used twice)
+        hop_lat += 2 * lat * max(_hops(block, n, i - parent[i]) for i in range(n)
+                                 if depth[i] == lev)
+    red = (2 * s - 1) * _tree_red(size, lmb, float)
+    coef = 2 * s * size * unit * (2.0 if backend == "aware" and int(block) == Block.SWITCH
+                                  else 1.0)
+    return PhaseStage(coef, hop_lat + (2 * s + 1) * ep + red, float(2 * s), 1, red, size,
+                      int(block) != Block.RING)
+
+
+def _tree_time_ns(n, blk, size, bw, lat, ep, lmb, gb_is_gib, aware, fl):
+    """Event replay of ``DoubleBinaryTreeAllReduce::run`` on every node (one chunk)."""
+    parent, children = tree_links(n)
+    bpns = bw * (GIB_PER_GB if gb_is_gib else 1.0)
+    red = _tree_red(size, lmb, fl)
+    ev, seq = [], [0]
+    link_busy, link_wait = {}, {}
+    got = [0] * n  # messages from children received
+    done = [None] * n
+
+    def push(t, kind, data):
+        seq[0] += 1
+        heapq.heappush(ev, (t, seq[0], kind, data))
+
+    def path(a, b):
+        if blk == Block.SWITCH:
+            return [("up", a), ("down", b)]
+        if blk == Block.FULLYCONNECTED or not aware:
+            return [(a, b)]
+        cw = (b - a) % n
+        step = -1 if n - cw < cw else 1
+        out, cur = [], a
+        while cur != b:
+            out.append((cur, (cur + step) % n))
+            cur = (cur + step) % n
+        return out
+
+    def send(a, b, t):
+        if not aware:
+            push(t + fl(size / bpns + _hops(blk, n, b - a) * lat), "recv", (a, b))
+        else:
+            put(path(a, b)[0], (a, b, 0), t)
+
+    def put(link, msg, t):
+        if link_busy.get(link):
+            link_wait.setdefault(link, []).append(msg)
+            return
+        link_busy[link] = True
+        push(t + fl(size / bpns), "free", link)
+        push(t + fl(size / bpns + lat), "hop", msg)
+
+    for i in range(n):
+        if not children[i]:  # a leaf: through the memory bus, then up
+            push(ep, "up", i)
+    while ev:
+        t, _, kind, data = heapq.heappop(ev)
+        if kind == "up":
+            send(data, parent[data], t)
+        elif kind == "free":
+            link_busy[data] = False
+            if link_wait.get(data):
+                put(data, link_wait[data].pop(0), t)
+        elif kind in ("hop", "recv"):
+            if kind == "hop":
+                a, b, h = data
+                p = path(a, b)
+                if h + 1 < len(p):
+                    put(p[h + 1], (a, b, h + 1), t)
+                    continue
+            else:
+                a, b = data
+            if parent[b] == a:  # from the parent: down the tree
+                if children[b]:
+                    push(t + ep + red, "down", b)
+                else:
+                    push(t + ep, "end", b)
+            else:  # from a child: reduce; send up (or the root: down) once all are in
+                got[b] += 1
+                if got[b] == len(children[b]):
+                    push(t + ep + red, "down" if parent[b] == -1 else "up", b)
+        elif kind == "down":
+            for c in children[data]:
+                send(data, c, t)
+            done[data] = t
+        else:  # "end"
+            done[data] = t
+    return max(done)
