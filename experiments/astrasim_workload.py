@@ -24,7 +24,7 @@ import numpy as np
 
 from libra_jax.inputs.topology import network_from_lists
 from libra_jax.inputs.workload import Workload
-from libra_jax.model import step, step_trace, timing
+from libra_jax.model import runtime, step, step_trace, timing
 from libra_jax.types import Collective, CommGroup, LibraInputError, RankTrace, TraceSet
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -92,8 +92,49 @@ def case_inputs(case):
         local_mem_bw_gbps=float(case["local_mem_bw_GBps"]), gb_is_gib=True,
         queue_policy=case["scheduling_policy"].lower(),
         queues_per_dim=int(case["queues_per_dim"]), network_backend=case["backend"],
-        max_inflight_collectives=int(case.get("max_inflight_comm", 4)))
-    return network, workload, tm, np.asarray(case["bandwidth_GBps"], np.float64)
+        max_inflight_collectives=int(case.get("max_inflight_comm", 4)),
+        **runtime_keys(case))
+    bw = np.asarray(case["bandwidth_GBps"], np.float64)
+    if tm.algorithm is not None:  # the YAML's link bandwidth -> libra_jax's per NPU
+        bw = bw * np.asarray([runtime.link_share(a, n)
+                              for a, n in zip(tm.algorithm, npd)], np.float64)
+    return network, workload, tm, bw
+
+
+#: ASTRA-sim's names of the runtime keys (the patched simulator's system.json) -> libra_jax's
+INTER = {"ascending": "ascending", "offlineGreedy": "themis",
+         "offlineGreedyFlex": "themis_flex", "roundRobin": "round_robin"}
+INTRA = {"FIFO": "fifo", "smallestFirst": "smallest_first"}
+OPTIMIZATION = {"localBWAware": "local_bw_aware", "baseline": "baseline"}
+ALGORITHM = {"ring": "ring", "direct": "direct", "halvingDoubling": "halving_doubling",
+             "doubleBinaryTree": "double_binary_tree", "oneRing": "ring",
+             "oneDirect": "direct", "oneHalvingDoubling": "halving_doubling"}
+
+
+#: ASTRA-sim algorithms libra_jax does not model: the ``one*`` variants make every NPU of
+#: the network one flat ring (GeneralComplexTopology); ``doubleBinaryTree`` (docs/algorithms.md)
+NOT_MODELLED = ("oneRing", "oneDirect", "oneHalvingDoubling", "doubleBinaryTree")
+
+
+def modelled(case) -> bool:
+    """Whether libra_jax models the case's runtime (its algorithms)."""
+    impl = case.get("impl_per_coll") or {}
+    return not any(a in NOT_MODELLED for names in impl.values() for a in names) and not any(
+        a in NOT_MODELLED for a in case.get("impl_per_dim") or ())
+
+
+def runtime_keys(case) -> dict:
+    """The `TimingModel` runtime fields of a case (absent keys: ASTRA-sim's defaults)."""
+    impl = case.get("impl_per_dim")
+    algo = None
+    if impl is not None and any(ALGORITHM[a] != "ring" for a in impl):
+        algo = [ALGORITHM[a] for a in impl]
+    return dict(
+        inter_dim_scheduling=INTER[case.get("inter_dim_scheduling", "ascending")],
+        intra_dim_scheduling=INTRA[case.get("intra_dim_scheduling", "FIFO")],
+        collective_optimization=OPTIMIZATION[case.get("collective_optimization",
+                                                      "localBWAware")],
+        algorithm=algo, active_chunks_per_dim=int(case.get("active_chunks_per_dim", 1)))
 
 
 def predict_ns(case) -> float:

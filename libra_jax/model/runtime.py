@@ -39,7 +39,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from libra_jax.model import pipelined
+from libra_jax.model import algorithms, pipelined
 from libra_jax.types import Block, Collective
 
 RS, AG, AR, A2A = (int(Collective.REDUCESCATTER), int(Collective.ALLGATHER),
@@ -55,7 +55,9 @@ class Stage(NamedTuple):
     reductions); ``kind`` the queue half ("any", "first", "last"); ``steps`` ring messages
     sent one after another; ``red`` the local-reduction part of ``fixed``; ``com`` the
     phase's collective code (RS, AG, AR, A2A); ``size`` max(bytes in, bytes out) per NPU
-    (smallest-first scheduling sorts by it)."""
+    (smallest-first scheduling sorts by it); ``exact`` None for a ring phase (its messages
+    are replayed by the link model), else the phase's time alone at the bandwidths on the
+    run's backend (`algorithms.phase_time_ns`), ns."""
 
     dim: int
     coef: float
@@ -65,6 +67,7 @@ class Stage(NamedTuple):
     red: float
     com: int
     size: float
+    exact: float | None = None
 
 
 @dataclasses.dataclass
@@ -93,6 +96,19 @@ def ring_phase(com: int, n: int, size: float, block: int, lat: float, ep: float,
     red = 3.0 * nm1 * msg / lmb if (lmb is not None and com in (RS, AR)) else 0.0
     final = {RS: size / n, AG: size * n, AR: size, A2A: size}[com]
     return steps * msg * unit, steps * (hops * lat + ep) + red, steps, red, final
+
+
+def phase_work(algorithm: str, com: int, n: int, size: float, block: int, lat: float,
+               ep: float, lmb, unit, dim: int = 0):
+    """A phase of any algorithm in `ring_phase`'s form, with the bytes coefficient per NPU
+    bandwidth: ``ring`` is `ring_phase`; the others `algorithms.phase_stage` (unaware, the
+    link bandwidth of the export: per-NPU / `link_share`)."""
+    if algorithm == "ring":
+        return ring_phase(com, n, size, block, lat, ep, lmb, unit)
+    st = algorithms.phase_stage(algorithm, com, n, block, size, lat, ep, lmb, unit != 1.0,
+                                "unaware", dim=dim)
+    return (st.bytes_coef * link_share(algorithm, n), st.fixed_ns, st.steps, st.reduction_ns,
+            st.out_bytes)
 
 
 # ------------------------------------------------------------------------ orders
@@ -182,7 +198,7 @@ def _phases(com: int, order, involved, npus, tm):
 
 
 def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw_gbps,
-                       state: RuntimeState, now: float = 0.0, phase_fn=None):
+                       state: RuntimeState, now: float = 0.0, exact_cache: dict | None = None):
     """The streams of one collective as ``Sys::generate_collective`` builds them under the
     runtime of ``tm`` (module docstring): a list with one list of `Stage` per stream.
 
@@ -193,9 +209,10 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
       bw_gbps: [D] per-NPU GB/s (Themis orders by the link bandwidths written for them).
       state: the `RuntimeState` carried between collectives (updated).
       now: the issue time, ns (Themis restarts its loads at a new tick).
-      phase_fn: (algorithm, com, n, size, block, lat, ep, lmb, unit) -> (coef, fixed,
-        steps, red, final); default `ring_phase` on every dimension.
+      exact_cache: a dict kept between calls of one simulation (the exact phase times of
+        the algorithms other than ring).
     """
+    exact_cache = {} if exact_cache is None else exact_cache
     npus = [int(g) for g in group]
     num = len(npus)
     involved = [g > 1 for g in npus]
@@ -233,11 +250,19 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
             this, size = chunk, max(size - chunk, 0)
         stages, remain = [], float(this)
         for com, d, kind in _phases(collective, order, involved, npus, tm):
-            fn = phase_fn or (lambda a, *args: ring_phase(*args))
-            coef, fixed, steps, red, final = fn(algos[d], com, npus[d], remain, int(blocks[d]),
-                                                float(lat[d]), float(tm.endpoint_delay_ns),
-                                                tm.local_mem_bw_gbps, unit)
-            stages.append(Stage(d, coef, fixed, kind, steps, red, com, max(remain, final)))
+            args = (com, npus[d], remain, int(blocks[d]), float(lat[d]),
+                    float(tm.endpoint_delay_ns), tm.local_mem_bw_gbps)
+            coef, fixed, steps, red, final = phase_work(algos[d], *args, unit, dim=d)
+            exact = None
+            if algos[d] != "ring":
+                key = (algos[d], *args, link[d], tm.gb_is_gib, tm.network_backend)
+                if key not in exact_cache:
+                    exact_cache[key] = algorithms.phase_time_ns(
+                        algos[d], com, npus[d], int(blocks[d]), remain, link[d], args[4],
+                        args[5], args[6], tm.gb_is_gib, tm.network_backend, dim=d)
+                exact = exact_cache[key]
+            stages.append(Stage(d, coef, fixed, kind, steps, red, com, max(remain, final),
+                                exact))
             remain = final
         if not stages:
             break
@@ -270,7 +295,7 @@ def _orders(tm, collective: int, involved) -> list[list[int]]:
     return [base]
 
 
-def bound_work(collective: int, size_bytes: float, group, blocks, tm, phase_fn=None):
+def bound_work(collective: int, size_bytes: float, group, blocks, tm):
     """A convex lower bound of one collective under the runtime of ``tm``, whatever order
     its chunks take: (dim_const [D] ns, dim_coef [D] bytes, route_const ns, route_coef [D]
     bytes), every value affine in 1 / bw:
@@ -292,7 +317,6 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm, phase_fn=N
     lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
     algos = tm.algorithm or ("ring",) * num
-    fn = phase_fn or (lambda a, *args: ring_phase(*args))
     size = int(round(size_bytes))
     k = int(tm.chunks)
     chunk = size // k
@@ -307,9 +331,10 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm, phase_fn=N
         lat_d, red_d, coef_d = np.zeros(num), np.zeros(num), np.zeros(num)
         remain = float(chunk)
         for com, d, _ in _phases(collective, order, involved, npus, tm):
-            coef, fixed, _, red, final = fn(algos[d], com, npus[d], remain, int(blocks[d]),
-                                            float(lat[d]), float(tm.endpoint_delay_ns),
-                                            tm.local_mem_bw_gbps, unit)
+            coef, fixed, _, red, final = phase_work(algos[d], com, npus[d], remain,
+                                                    int(blocks[d]), float(lat[d]),
+                                                    float(tm.endpoint_delay_ns),
+                                                    tm.local_mem_bw_gbps, unit, dim=d)
             lat_d[d] += fixed - red
             red_d[d] += red
             coef_d[d] += coef

@@ -292,7 +292,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     default_runtime = tm.is_default_runtime
     smallest_first = tm.intra_dim_scheduling == "smallest_first"
     state = runtime.RuntimeState()
-    phase_fn = None
+    exact_cache: dict = {}
     streams_left = np.zeros(n, int)
     busy = np.zeros(num_dims)
     compute_until = None  # (end time, node)
@@ -302,7 +302,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     now = 0.0
 
     def stage_ns(stream) -> float:
-        dim, coef, fixed = stream.stages[stream.pos][:3]
+        stage = stream.stages[stream.pos]
+        if len(stage) > 10 and stage[10] is not None:  # an algorithm's phase, timed alone
+            return stage[10]
+        dim, coef, fixed = stage[:3]
         return fixed + (coef / bw[dim] if coef > 0 else 0.0)
 
     # ---- the congestion-aware link model: every ring message, link by link
@@ -336,6 +339,11 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         push(t + s.msg_ns + lat[s.stages[s.pos][0]], "arrive", msg)
 
     def start_stage_aware(s: _Stream) -> None:
+        if len(s.stages[s.pos]) > 10 and s.stages[s.pos][10] is not None:
+            # an algorithm other than ring: its phase's exact time alone on this backend
+            # (`algorithms.phase_time_ns`); its links are not shared with other stages
+            push(now + s.stages[s.pos][10], "done", s)
+            return
         dim, coef, _, _, dr, _, steps, red = s.stages[s.pos][:8]
         s.step = 0
         s.steps = max(int(round(steps)), 1)
@@ -407,14 +415,14 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         if not default_runtime and nodes[i].collective != Collective.SENDRECV:
             streams = runtime.collective_streams(nodes[i].collective, nodes[i].size_bytes,
                                                  nodes[i].group, blocks, tm, bw, state, now,
-                                                 phase_fn)
+                                                 exact_cache)
             streams_left[i] = len(streams)
             for stages in streams:
                 placed = []
                 for st in stages:
                     qi, dr = alloc.next(st.dim, st.kind)
                     placed.append((st.dim, st.coef, st.fixed, st.kind, dr, qi, st.steps,
-                                   st.red, st.com, st.size))
+                                   st.red, st.com, st.size, st.exact))
                 seq += 1
                 enqueue(_Stream(i, prio, placed, seq))
             return

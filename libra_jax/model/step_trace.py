@@ -101,6 +101,13 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         raise LibraInputError(f"npus_per_dim = {show(npd)} and bandwidth_gbps = "
                               f"{show(bandwidth_gbps)} need {num_dims} entries (blocks).")
     check_trace(trace, npd)
+    if not tm.is_default_runtime:
+        raise LibraInputError(
+            "system.inter_dim_scheduling / intra_dim_scheduling / collective_optimization / "
+            "algorithm / active_chunks_per_dim: an imported trace set (and a step with a "
+            "group over part of a dimension, run as pg_name rings) is timed with ASTRA-sim's "
+            "default runtime only (ascending, fifo, local_bw_aware, ring, 1 active chunk; "
+            "docs/runtime.md); remove these keys for this run.")
     bw = np.asarray(bandwidth_gbps, np.float64)
     aware = tm.network_backend == "aware"
     lifo = tm.queue_policy == "lifo"

@@ -1,0 +1,193 @@
+"""ASTRA-sim's runtime in the model (`model/runtime.py`, `step.py`, `timing_rows.py`): the
+replay of ``Sys::generate_collective`` against hand-computed orders and times, the default
+runtime left untouched, the convex bound below the simulation, and a pinned sample of the
+simulator's own runs (`experiments/results/astrasim_runtime`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import random
+import sys
+
+import numpy as np
+import pytest
+
+from libra_jax import LibraInputError
+from libra_jax.model import runtime, step, timing
+from libra_jax.model.timing_spec import TimingModel, check_timing
+from libra_jax.types import Block, Collective, StepNode
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RING, FC, SW = int(Block.RING), int(Block.FULLYCONNECTED), int(Block.SWITCH)
+MIB = 1048576
+
+
+def _node(code, size, group, deps=()):
+    return StepNode(name="c", kind="comm", deps=deps, collective=int(code), size_bytes=float(size),
+                    involved=tuple(g > 1 for g in group), group=tuple(group))
+
+
+def test_themis_orders_by_hand():
+    """OfflineGreedy on FC(4) 100 GB/s x Switch(8) 50 GB/s, an all-reduce of 8 chunks of
+    1 MiB. Loads (MiB over the bandwidth relative to dim 0): chunk 0 ascending (all loads
+    0): dim 0 += 0.75, dim 1 += 0.25 x 7/8 / 0.5 = 0.4375; chunk 1: dim 1 is less loaded,
+    the difference 0.3125 is 187,245 B >= 65,536 (1/16 chunk) so dim 1 goes first: dim 1 +=
+    1.75, dim 0 += 0.09375; chunks 2-6 dim 0 first (dim 0 0.84 .. 3.84 below dim 1), chunk
+    7 dim 1 first (4.375 < 4.59375)."""
+    tm = TimingModel(model="pipelined", chunks=8, inter_dim_scheduling="themis")
+    st = runtime.RuntimeState()
+    streams = runtime.collective_streams(Collective.ALLREDUCE, 8 * MIB, (4, 8), [FC, SW], tm,
+                                         [100.0, 50.0], st)
+    assert [s[0].dim for s in streams] == [0, 1, 0, 0, 0, 0, 0, 1]
+    assert sorted(st.loads) == [[0, 4.6875], [1, 6.125]]
+    # Themis's all-reduce: reduce-scatter up every dimension, all-gather back down
+    assert [(s.dim, s.com, s.kind) for s in streams[1]] == [
+        (1, Collective.REDUCESCATTER, "first"), (0, Collective.REDUCESCATTER, "first"),
+        (0, Collective.ALLGATHER, "last"), (1, Collective.ALLGATHER, "last")]
+    # a new collective at a later tick starts from zero loads: ascending first
+    again = runtime.collective_streams(Collective.ALLREDUCE, 8 * MIB, (4, 8), [FC, SW], tm,
+                                       [100.0, 50.0], st, now=5.0)
+    assert again[0][0].dim == 0 and [s[0].dim for s in again] == [0, 1, 0, 0, 0, 0, 0, 1]
+
+
+def test_round_robin_counter_runs_across_collectives():
+    tm = TimingModel(model="pipelined", chunks=3, inter_dim_scheduling="round_robin")
+    st = runtime.RuntimeState()
+    first = runtime.collective_streams(Collective.REDUCESCATTER, 3 * MIB, (2, 4), [RING, SW],
+                                       tm, [1.0, 1.0], st)
+    second = runtime.collective_streams(Collective.REDUCESCATTER, 3 * MIB, (2, 4), [RING, SW],
+                                        tm, [1.0, 1.0], st)
+    assert [[s.dim for s in x] for x in first] == [[0, 1], [1, 0], [0, 1]]
+    assert [[s.dim for s in x] for x in second] == [[1, 0], [0, 1], [1, 0]]
+    # an all-gather's base order is descending, then rotated
+    st = runtime.RuntimeState()
+    ag = runtime.collective_streams(Collective.ALLGATHER, 3 * MIB, (2, 4), [RING, SW], tm,
+                                    [1.0, 1.0], st)
+    assert [[s.dim for s in x] for x in ag] == [[1, 0], [0, 1], [1, 0]]
+
+
+def test_baseline_all_reduce_by_hand():
+    """``baseline``: a full all-reduce of the chunk on every dimension: Ring(4) then FC(8),
+    1 chunk of 8 MiB, 100 / 50 GB/s, latency 200 ns, endpoint 10 ns: 2(n-1) steps of c/n per
+    dimension: 6 x (2 MiB / 100 + 210) + 14 x (1 MiB / 50 + 210) ns."""
+    c = 8 * MIB
+    tm = TimingModel(model="pipelined", chunks=1, collective_optimization="baseline",
+                     latency_ns=[200.0, 200.0], endpoint_delay_ns=10.0)
+    t = step.simulate_step([_node(Collective.ALLREDUCE, c, (4, 8))], [RING, FC], [4, 8],
+                           [100.0, 50.0], tm).time_ns
+    want = 6 * (c / 4 / 100 + 210) + 14 * (c / 8 / 50 + 210)
+    assert t == pytest.approx(want, rel=1e-12)
+
+
+def test_active_chunks_run_side_by_side_unaware():
+    """Two active chunks on one queue: the congestion-unaware backend gives each the whole
+    bandwidth, so 2 chunks take one chunk's time; with 1 they take two."""
+    c = 4 * MIB
+    node = [_node(Collective.REDUCESCATTER, c, (8,))]
+    one = dataclasses.replace(TimingModel(model="pipelined", chunks=2), active_chunks_per_dim=1)
+    two = dataclasses.replace(one, active_chunks_per_dim=2)
+    chunk = 7 * (c / 2 / 8) / 100.0
+    assert step.simulate_step(node, [RING], [8], [100.0], one).time_ns == pytest.approx(
+        2 * chunk, rel=1e-12)
+    assert step.simulate_step(node, [RING], [8], [100.0], two).time_ns == pytest.approx(
+        chunk, rel=1e-12)
+
+
+def _random_steps(seed, count):
+    rng = random.Random(seed)
+    for _ in range(count):
+        d = rng.randint(1, 3)
+        npd = [rng.choice([2, 4, 8]) for _ in range(d)]
+        blocks = [rng.choice([RING, FC, SW]) for _ in range(d)]
+        bw = [rng.uniform(25, 400) for _ in range(d)]
+        tm = TimingModel(model="pipelined", chunks=rng.choice([1, 2, 4, 7]),
+                         latency_ns=[rng.choice([0.0, 500.0])] * d,
+                         endpoint_delay_ns=rng.choice([1.0, 10.0]),
+                         local_mem_bw_gbps=rng.choice([None, 1600.0]), gb_is_gib=True,
+                         network_backend=rng.choice(["unaware", "aware"]),
+                         queues_per_dim=rng.choice([1, 2]),
+                         queue_policy=rng.choice(["lifo", "fifo"]))
+        nodes = []
+        for j in range(rng.randint(1, 3)):
+            inv = [rng.random() < 0.7 for _ in range(d)]
+            inv[rng.randrange(d)] = True
+            nodes.append(_node(rng.choice([1, 2, 3, 4]), rng.choice([1 << 16, 3 * MIB + 4096]),
+                               tuple(n if i else 1 for n, i in zip(npd, inv)),
+                               deps=() if j == 0 or rng.random() < 0.5 else (j - 1,)))
+        yield nodes, blocks, npd, bw, tm, rng
+
+
+def test_runtime_path_reproduces_the_default(monkeypatch):
+    """The runtime replay with the default keys gives the default path's step to rounding
+    (every stream a whole chunk, the same queues and order)."""
+    cases = list(_random_steps(0, 60))
+    base = [step.simulate_step(n, b, p, w, tm).time_ns for n, b, p, w, tm, _ in cases]
+    monkeypatch.setattr(TimingModel, "is_default_runtime", property(lambda self: False))
+    for (n, b, p, w, tm, _), want in zip(cases, base):
+        assert step.simulate_step(n, b, p, w, tm).time_ns == pytest.approx(want, rel=1e-12)
+
+
+def test_bound_below_simulation_on_random_runtimes():
+    """`timing_rows`' convex pieces bound every collective's simulated time from below,
+    whatever the order, the optimisation, the queues and the active chunks."""
+    from libra_jax.model.timing_rows import collective_pieces
+    from libra_jax.inputs.topology import network_from_lists
+    names = {RING: "Ring", FC: "FullyConnected", SW: "Switch"}
+    checked = 0
+    for nodes, blocks, npd, bw, tm, rng in _random_steps(1, 80):
+        tm = dataclasses.replace(
+            tm, inter_dim_scheduling=rng.choice(["ascending", "themis", "themis_flex",
+                                                 "round_robin"]),
+            intra_dim_scheduling=rng.choice(["fifo", "smallest_first"]),
+            collective_optimization=rng.choice(["local_bw_aware", "baseline"]),
+            active_chunks_per_dim=rng.choice([1, 2, 4]))
+        if tm.is_default_runtime:
+            continue
+        net = network_from_lists([names[b] for b in blocks], npd, source="t")
+        for nd in nodes:
+            sim = step.simulate_step([dataclasses.replace(nd, deps=())], blocks, npd, bw,
+                                     tm).time_ns
+            (c0, w, c, a, on), = collective_pieces(
+                [(nd.collective, nd.size_bytes, tuple(g if g > 1 else -1 for g in nd.group))],
+                net, tm)
+            rows = c + (a / np.asarray(bw)[None, None, :]).sum(-1)
+            bound = 1e9 * (c0 + float((w * np.where(on, rows, 0).max(-1)).sum()))
+            assert bound <= sim * (1 + 1e-9)
+            checked += 1
+    assert checked > 60
+
+
+def test_model_libra_and_traces_refuse_runtime_keys():
+    with pytest.raises(LibraInputError, match="system.inter_dim_scheduling"):
+        check_timing(TimingModel(inter_dim_scheduling="themis"), 2)
+    with pytest.raises(LibraInputError, match=r"system.algorithm\[1\]"):
+        check_timing(TimingModel(model="pipelined", algorithm=["ring", "tree"]), 2)
+    with pytest.raises(LibraInputError, match="system.active_chunks_per_dim"):
+        check_timing(TimingModel(model="pipelined", active_chunks_per_dim=0), 2)
+
+
+# ------------------------------------------------------------ the simulator's own numbers
+sys.path.insert(0, str(ROOT / "experiments"))
+
+
+def _sample(kind: str, every: int):
+    import astrasim_workload as aw
+    rows = aw.load(ROOT / "experiments/results/astrasim_runtime" / kind)
+    return [(c, r) for i, (c, r) in enumerate(rows) if i % every == 0]
+
+
+@pytest.mark.parametrize("kind,every", [("single", 6)])
+def test_pinned_astrasim_runtime_sample(kind, every):
+    """A sample of the tuning runs, every policy and algorithm libra_jax models: within 2%
+    of ASTRA-sim (the full sets' statistics are in docs/runtime.md)."""
+    import astrasim_workload as aw
+    checked = 0
+    for case, res in _sample(kind, every):
+        if not res.get("astra_max_ns") or not aw.modelled(case):
+            continue
+        pred = aw.predict_ns(case)
+        ref = float(res["astra_max_ns"])
+        assert abs(pred - ref) <= 0.02 * ref, (case["case_id"], pred, ref)
+        checked += 1
+    assert checked >= 20
