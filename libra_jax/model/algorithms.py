@@ -207,18 +207,24 @@ def phase_stage(algorithm, phase, n, block, bytes_in, latency_ns, endpoint_delay
     bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps)
     lat = float(latency_ns)
     P = plan.par
-    rounds = -(-plan.stream_count // P)
-    # rounds: sends k = rP .. rP+P-1 leave together; the slowest sets the round
+    # rounds of up to P sends that leave together (the slowest receipt of one round and
+    # its bundle start the next); a direct all-reduce's all-gather half waits for its
+    # reduce-scatter half (AllToAll::run), so each half is split on its own
+    halves = ([(0, n - 1), (n - 1, 2 * (n - 1))] if plan.ar_gate
+              else [(0, plan.stream_count)])
+    chunks = [range(a, min(a + P, b)) for a, b in halves for a in range(a, b, P)]
+    rounds = len(chunks)
     coef = fixed = red_total = 0.0
-    k = 0
     affine = True
     fixed += bundles[0][0]
     red_total += bundles[0][1]
-    for r in range(rounds):
-        ks = range(r * P, min((r + 1) * P, plan.stream_count))
+    for ks in chunks:
         hops = [_hops(block, n, plan.offsets[j]) for j in ks]
-        if len(set(hops)) > 1 and rounds > 1:
-            affine = False  # rounds on a Ring: one round's messages arrive apart
+        if rounds > 1 and (len(set(hops)) > 1
+                           or len({bundles[j + P][0] for j in ks}) > 1):
+            # one round's messages arrive (a Ring) or are released (a reduction on some
+            # bundles only) apart, and each General sends the next message on its own
+            affine = False
         coef += plan.sizes[ks[0]] * unit
         fixed += max(hops) * lat
         # the bundles of this round's receipts (inserts ks + 1), the slowest gates
@@ -226,9 +232,25 @@ def phase_stage(algorithm, phase, n, block, bytes_in, latency_ns, endpoint_delay
         rb = max(bundles[j + P][1] for j in ks)
         fixed += b
         red_total += rb
-    if backend == "aware" and int(block) == Block.SWITCH:
-        coef *= 2.0
+    if backend == "aware":
+        affine = affine and _aware_affine(algorithm, block, P)
+        if int(block) == Block.SWITCH:
+            coef *= 2.0
     return PhaseStage(coef, fixed, float(rounds), P, red_total, plan.out_bytes, affine)
+
+
+def _aware_affine(algorithm, block, par, n=0):
+    """Whether the congestion-aware time is the stage form (a Switch's bytes twice): no two
+    messages ever queue for one link. True for one message at a time over one link (ring
+    on a Ring; ring, halving-doubling and a window of 1 through a Switch) and for anything
+    on FullyConnected (a link per pair); false where messages take several hops of a Ring
+    (direct, halving-doubling, tree) or several leave one NPU through its Switch link."""
+    b = int(block)
+    if b == Block.FULLYCONNECTED:
+        return True
+    if b == Block.SWITCH:
+        return par == 1 and (algorithm != "double_binary_tree" or n == 2)
+    return algorithm == "ring"
 
 
 # --------------------------------------------------------------- exact replay at a bw
@@ -433,8 +455,11 @@ def _tree_stage(n, block, size, lat, ep, lmb, unit, backend):
     red = (2 * s - 1) * _tree_red(size, lmb, float)
     coef = 2 * s * size * unit * (2.0 if backend == "aware" and int(block) == Block.SWITCH
                                   else 1.0)
+    affine = int(block) != Block.RING
+    if backend == "aware":
+        affine = affine and _aware_affine("double_binary_tree", block, 1, n)
     return PhaseStage(coef, hop_lat + (2 * s + 1) * ep + red, float(2 * s), 1, red, size,
-                      int(block) != Block.RING)
+                      affine)
 
 
 def _tree_time_ns(n, blk, size, bw, lat, ep, lmb, gb_is_gib, aware, fl):
