@@ -398,3 +398,78 @@ def cosearch_dict(res: Any, top_k: int) -> dict:
         "solve_seconds": res.solve_seconds,
         "total_seconds": res.total_seconds,
     }
+
+
+# ------------------------------------------------------------------ runtime co-design
+
+
+#: The unit of a runtime run's objective values and lower bounds, by objective.
+OBJECTIVE_UNITS = {"perf": "ns", "perf_per_cost": "ns*$", "perf_per_watt": "J"}
+
+
+def runtime_dict(tm: Any) -> dict:
+    """``result.json``'s ``runtime``: the runtime fields of a timing model."""
+    return {"inter_dim_scheduling": tm.inter_dim_scheduling,
+            "intra_dim_scheduling": tm.intra_dim_scheduling,
+            "collective_optimization": tm.collective_optimization,
+            "algorithm": None if tm.algorithm is None else list(tm.algorithm),
+            "active_chunks_per_dim": int(tm.active_chunks_per_dim)}
+
+
+def runtime_result_dict(run: Any) -> dict:
+    """``result.json`` of a runtime run (`studies.job.train.RuntimeRun`): the chosen
+    runtime and design, its simulated step, the certified bound and gap, the equal split
+    and, for ``runtime=search``, every candidate and the table."""
+    inp, opt, search = run.inputs, run.optimum, run.search
+    bw = [float(x) for x in opt.bandwidth_gbps]
+    rates = inp.cost_rates
+
+    def cost(b):
+        return None if rates is None else float(sum(float(r) * float(x) for r, x in zip(rates, b)))
+
+    base_bw = [float(x) for x in opt.equal_split_gbps]
+    c, bc = cost(bw), cost(base_bw)
+    res = opt.model_result
+    return {
+        "objective": inp.objective,
+        "status": res.status,
+        "bandwidth_gbps": bw,
+        "step_time_ns": opt.step_time_ns,
+        "network_cost_usd": c,
+        "time_x_cost": None if c is None else opt.step_time_ns * c,
+        **power_of(bw, opt.step_time_ns, inp.power),
+        "runtime_mode": "fixed" if search is None else "search",
+        "runtime": runtime_dict(opt.timing_model),
+        "objective_value": opt.objective_value,
+        "objective_unit": OBJECTIVE_UNITS[inp.objective],
+        "lower_bound": json_num(opt.lower_bound if search is None else search.lower_bound),
+        "exact_optimality_gap": json_num(opt.gap if search is None else search.gap),
+        "model_optimum_gbps": json_nums(res.bandwidth_gbps),
+        "model_optimum_step_time_ns": opt.model_step_ns,
+        "designs_simulated": opt.searched,
+        "equal_split": {"bandwidth_gbps": base_bw, "step_time_ns": opt.equal_split_step_ns,
+                        "network_cost_usd": bc,
+                        "time_x_cost": None if bc is None else opt.equal_split_step_ns * bc},
+        "speedup_vs_equal_split": ratio(opt.equal_split_step_ns, opt.step_time_ns),
+        "runtime_search": None if search is None else {
+            "candidates": [{"runtime": runtime_dict(o.timing_model),
+                            "bandwidth_gbps": json_nums(o.bandwidth_gbps),
+                            "step_time_ns": o.step_time_ns,
+                            "objective_value": o.objective_value,
+                            "lower_bound": json_num(o.lower_bound),
+                            "exact_optimality_gap": json_num(o.gap)}
+                           for o in search.candidates],
+            "best": search.best,
+            "table": [{"name": r.name, "runtime": runtime_dict(r.timing_model),
+                       "bandwidth_gbps": json_nums(r.bandwidth_gbps),
+                       "step_time_ns": r.step_time_ns, "network_cost_usd": r.network_cost_usd,
+                       "objective_value": r.objective_value,
+                       "speedup_vs_default": json_num(r.speedup),
+                       "gain_vs_default": json_num(r.gain)} for r in search.rows]},
+        "solve_seconds": (opt.seconds if search is None else search.seconds)
+        - run.compile_seconds,
+        "compile_seconds": run.compile_seconds,
+        "timing_model": timing_dict(opt.timing_model),
+        "network": network_dict(inp.network),
+        "workload": workload_dict(inp.workload, run.workload_file),
+    }

@@ -453,3 +453,57 @@ def memory_line(est: Any) -> str:
     """The memory line of a generated transformer (`model.memory.MemoryEstimate`)."""
     return f"memory per NPU: {est.describe()}" + (
         "" if est.capacity_bytes is not None else " (workload.npu.memory_gb is null: not checked)")
+
+
+def _runtime_text(rt: dict) -> str:
+    algo = "ring" if rt["algorithm"] is None else ",".join(rt["algorithm"])
+    return (f"{rt['inter_dim_scheduling']}/{rt['intra_dim_scheduling']}/"
+            f"{rt['collective_optimization']}/[{algo}]/x{rt['active_chunks_per_dim']}")
+
+
+def format_runtime(data: dict) -> str:
+    """A runtime run's table (`report.runtime_result_dict`): the runtime and design, the
+    simulated step against the certified bound and, for ``runtime=search``, the joint
+    optimum against LIBRA alone, runtime alone and the default."""
+    obj, unit = data["objective"], data["objective_unit"]
+    net, wl = data["network"], data["workload"]
+
+    def value(v):
+        return time_text(v) if unit == "ns" else (
+            time_text(v, "*$") if unit == "ns*$" else _fmt(v, ",.6g", " J"))
+
+    search = data["runtime_search"]
+    lines = [f"runtime co-design ({'runtime=search' if search else 'fixed runtime'}): "
+             f"{wl['name']} on {net['notation']}",
+             f"objective:   {obj} ({_OBJECTIVE_WORDS.get(obj, obj)})",
+             f"runtime:     {_runtime_text(data['runtime'])} "
+             "(inter/intra-dimension scheduling, collective optimization, algorithm per "
+             "dimension, active chunks per dimension)"]
+    rows = [["dim", "block", "bw GB/s", "model optimum", "equal split"]]
+    for d, (b, n) in enumerate(zip(net["blocks"], net["npus"])):
+        rows.append([str(d), f"{b}({n})", _fmt(data["bandwidth_gbps"][d], ",.3f"),
+                     _fmt(data["model_optimum_gbps"][d], ",.3f"),
+                     _fmt(data["equal_split"]["bandwidth_gbps"][d], ",.3f")])
+    lines += [""] + text_table(rows, "lrrrr") + [""]
+    gap = data["exact_optimality_gap"]
+    lines += [f"step (simulated):      {time_text(data['step_time_ns'])}  (model's optimum "
+              f"{time_text(data['model_optimum_step_time_ns'])}, equal split "
+              f"{time_text(data['equal_split']['step_time_ns'])})",
+              f"objective (simulated): {value(data['objective_value'])}",
+              f"certified lower bound: {value(data['lower_bound'])}"
+              + (" (least over the candidates)" if search else ""),
+              "certified gap:         " + ("-" if gap is None else f"{100 * gap:.3f}%")
+              + f"  ({data['designs_simulated']} designs simulated)"]
+    if search:
+        rows = [["", "runtime", "bw GB/s", "step", "cost $", "objective", "speed-up",
+                 "gain"]]
+        for r in search["table"]:
+            rows.append([r["name"], _runtime_text(r["runtime"]),
+                         ", ".join(_fmt(x, ",.1f") for x in r["bandwidth_gbps"]),
+                         time_text(r["step_time_ns"]), _fmt(r["network_cost_usd"], ",.0f"),
+                         value(r["objective_value"]), _fmt(r["speedup_vs_default"], ".3f", "x"),
+                         _fmt(r["gain_vs_default"], ".3f", "x")])
+        lines += ["", f"{len(search['candidates'])} candidate runtimes; speed-up and gain "
+                  "against the default (LIBRA's optimum, default runtime):", ""]
+        lines += text_table(rows, "llrrrrrr")
+    return "\n".join(lines)

@@ -27,6 +27,7 @@ from libra_jax.model.problem import ConstraintSpec, Problem, build_problem
 from libra_jax.solvers.compilation import CompileClock
 from libra_jax.solvers.solve import Baseline, SolveResult, design_metrics, equal_split, solve
 from libra_jax.studies import cosearch, multi
+from libra_jax.studies import runtime as runtime_study
 from libra_jax.studies.chunk_counts import ChunkChoice, solve_chunk_counts
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.inputs import physical_inputs, to_inputs, to_multi_inputs, to_timing
@@ -139,16 +140,108 @@ class MultiRun:
     compile_seconds: float
 
 
-def train(c: LibraConfig) -> SingleRun | CosearchRun | MultiRun:
+@dataclasses.dataclass(frozen=True)
+class RuntimeRun:
+    """A run for a runtime other than ASTRA-sim's default, or ``runtime=search``
+    (`studies.runtime`).
+
+    Attributes:
+      inputs: `studies.runtime.RuntimeInputs` (network, workload, cost rates, spec,
+        objective, solver method, power).
+      optimum: the chosen runtime's `RuntimeOptimum` (design, simulated step, bound, gap).
+      search: the `RuntimeSearch` (every candidate and the table), or None for one runtime.
+      compile_seconds: JAX compilation during the solves.
+      memory: a generated transformer's memory per NPU, or None.
+      workload_file: the workload file as resolved, or None for a generated workload.
+    """
+
+    inputs: runtime_study.RuntimeInputs
+    optimum: runtime_study.RuntimeOptimum
+    search: runtime_study.RuntimeSearch | None
+    compile_seconds: float
+    memory: memory.MemoryEstimate | None
+    workload_file: Any
+
+
+def train(c: LibraConfig) -> SingleRun | CosearchRun | MultiRun | RuntimeRun:
     """The job of ``libra-train``: the run the config asks for (multi-workload with
-    ``workloads``, the co-search with ``cosearch.enabled``, else a single workload)."""
+    ``workloads``, the co-search with ``cosearch.enabled``, a runtime other than the default
+    or ``runtime=search`` (`run_runtime`), else a single workload)."""
     if c.workloads is not None:
         _refuse_timing(c, "multi-workload runs (workloads=...)")
         return run_multi(c)
     if c.cosearch.enabled:
         _refuse_timing(c, "the mapping co-search")
         return run_cosearch(c)
+    if runtime_requested(c):
+        return run_runtime(c)
     return run_single(c)
+
+
+def runtime_requested(c: LibraConfig) -> bool:
+    """True when the config asks for ``runtime=search`` or a runtime other than ASTRA-sim's
+    default (`TimingModel.is_default_runtime` of its ``system.*`` runtime keys)."""
+    def name(v):
+        return getattr(v, "value", v)
+
+    s = c.system
+    tm = timing.TimingModel(
+        inter_dim_scheduling=name(s.inter_dim_scheduling),
+        intra_dim_scheduling=name(s.intra_dim_scheduling),
+        collective_optimization=name(s.collective_optimization),
+        algorithm=None if s.algorithm is None else [name(a) for a in s.algorithm],
+        active_chunks_per_dim=s.active_chunks_per_dim)
+    return name(c.runtime) == "search" or not tm.is_default_runtime
+
+
+def run_runtime(c: LibraConfig) -> RuntimeRun:
+    """The bandwidths for the configured runtime (`runtime_study.optimise_for_runtime`), or
+    the runtime chosen with them (``runtime=search``: `runtime_study.search_runtime` over
+    `runtime_study.candidate_runtimes` of ``runtime_search``)."""
+    what = ("runtime=search" if c.runtime == "search"
+            else "a runtime other than the default (system.inter_dim_scheduling, ...)")
+    if c.bandwidth_gbps is not None:
+        raise LibraInputError(
+            f"bandwidth_gbps={show(list(c.bandwidth_gbps))} is an input of libra-evaluate "
+            "(evaluate a given design); libra-train optimises the bandwidths. Remove it, or "
+            "run libra-evaluate.")
+    if c.model != "pipelined":
+        raise LibraInputError(
+            f"{what} with model={c.model}: ASTRA-sim's runtime is modelled by "
+            "model=pipelined only; set model=pipelined.")
+    network, workload, cost_rates, spec = to_inputs(c)
+    tm, chunk_counts = to_timing(c, network.num_dims, network)
+    if chunk_counts is not None:
+        raise LibraInputError(
+            f"system.chunks = {show(list(chunk_counts))} with {what}: give one chunk count.")
+    rs = c.runtime_search
+    evals = rs.refine_evals
+    if isinstance(evals, bool) or not isinstance(evals, int) or evals < 1:
+        raise LibraInputError(
+            f"runtime_search.refine_evals = {show(evals)}: an integer >= 1 (simulations "
+            "per dimension).")
+    mem = generated_memory(c)
+    inputs = runtime_study.RuntimeInputs(
+        network, workload, cost_rates, spec, getattr(c.objective, "value", c.objective),
+        getattr(c.solver.method, "value", c.solver.method), power_of_run(c, network, spec))
+    log.info("optimising %s on %s for %s: objective %s", workload.name, network.notation,
+             what, c.objective)
+    search = None
+    with CompileClock() as clock:
+        if c.runtime == "search":
+            cands = runtime_study.candidate_runtimes(
+                tm, network, inter_dim_scheduling=rs.inter_dim_scheduling,
+                intra_dim_scheduling=rs.intra_dim_scheduling,
+                collective_optimization=rs.collective_optimization,
+                algorithm=rs.algorithm, active_chunks_per_dim=rs.active_chunks_per_dim)
+            log.info("runtime=search: %d candidate runtimes", len(cands))
+            search = runtime_study.search_runtime(inputs, tm, cands, refine_evals=evals)
+            opt = search.optimum
+        else:
+            opt = runtime_study.optimise_for_runtime(inputs, tm, refine_evals=evals)
+    return RuntimeRun(inputs, opt, search, clock.seconds, mem,
+                      None if c.workload.file is None
+                      else resolve_path(c.workload.file, "workload.file"))
 
 
 def run_single(c: LibraConfig) -> SingleRun:
@@ -280,6 +373,9 @@ def _refuse_timing(c: LibraConfig, what: str) -> None:
                (("model", "libra"), ("training_loop", "no_overlap")) if getattr(c, k) != default]
     if c.system.chunks is not None:
         changed.append(f"system.chunks={show(c.system.chunks)}")
+    if runtime_requested(c):
+        changed.append("runtime=search" if c.runtime == "search"
+                       else "the system.* runtime keys (not the default runtime)")
     if changed:
         raise LibraInputError(
             f"{', '.join(changed)}: {what} use LIBRA's model (model=libra, "
