@@ -146,25 +146,106 @@ def single_cases(seed=1):
     return cases
 
 
-def multi_cases(seed=2):
+def multi_cases(seed=2, count=80, prefix="m", valid_only=False):
+    """2-3 dimensions; ``valid_only``: no tree but for a baseline all-reduce, no
+    halving-doubling all-to-all (what ASTRA-sim refuses or the model does not take), one
+    chunk (one chunk's phases in turn; several chunks pipeline, `step.py`'s part)."""
     rng = random.Random(seed)
     cases = []
     algos = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
-    for i in range(80):
+    for i in range(count):
         d = rng.choice([2, 2, 3])
         blocks = [rng.choice(("RI", "FC", "SW")) for _ in range(d)]
-        impl = [rng.choice(algos) for _ in range(d)]
+        coll = rng.choice(COLLS)
+        opt = rng.choice(("baseline", "localBWAware"))
+        ok = list(algos)
+        if valid_only:
+            if not (coll == "all_reduce" and opt == "baseline"):
+                ok.remove("doubleBinaryTree")
+            if coll == "all_to_all":
+                ok.remove("halvingDoubling")
+        impl = [rng.choice(ok) for _ in range(d)]
         npd = [rng.choice([2, 4, 8]) if "h" in a else rng.choice([2, 3, 4, 6])
                for a in impl]
+        backend = rng.choice(("unaware", "aware"))
+        if valid_only and backend == "aware":  # the aware backend aborts on a Ring of 2
+            npd = [max(x, 3) if (b == "RI" and "h" not in a) else (max(x, 4) if b == "RI"
+                   else x) for x, b, a in zip(npd, blocks, impl)]
         cases.append(dict(
-            case_id=f"m{i:04d}", backend=rng.choice(("unaware", "aware")), blocks=blocks,
+            case_id=f"{prefix}{i:04d}", backend=backend, blocks=blocks,
             npus_per_dim=npd, bandwidth_GBps=[rng.choice([25, 50, 100, 200]) for _ in range(d)],
             latency_ns=[rng.choice([0, 100, 500]) for _ in range(d)], impl=impl,
-            coll=rng.choice(COLLS), bytes=rng.choice([1 << 20, 3 << 20, 1 << 22]),
-            chunks=rng.choice([1, 2]), endpoint_delay_ns=rng.choice([1, 10]),
-            local_mem_bw_GBps=rng.choice([1e6, 1600]),
-            collective_optimization=rng.choice(("baseline", "localBWAware"))))
+            coll=coll, bytes=rng.choice([1 << 20, 3 << 20, 1 << 22]),
+            chunks=1 if valid_only else rng.choice([1, 2]),
+            endpoint_delay_ns=rng.choice([1, 10]),
+            local_mem_bw_GBps=rng.choice([1e6, 1600]), collective_optimization=opt))
     return cases
+
+
+# ------------------------------------------------------------------------- the model
+ALGO = {"ring": ("ring", -1), "oneRing": ("ring", -1), "direct": ("direct", -1),
+        "oneDirect": ("direct", -1), "halvingDoubling": ("halving_doubling", -1),
+        "oneHalvingDoubling": ("halving_doubling", -1),
+        "doubleBinaryTree": ("double_binary_tree", -1)}
+
+
+def algo_of(name):
+    """ASTRA-sim's implementation name -> (algorithms.ALGORITHMS name, direct window)."""
+    if name in ALGO:
+        return ALGO[name]
+    if name.startswith("oneDirect"):
+        return "direct", int(name[9:])
+    if name.startswith("direct"):
+        return "direct", int(name[6:])
+    raise ValueError(name)
+
+
+def model_ns(row, ticks=True):
+    """The model's time of a stored run (`algorithms.multi_dim_time_ns` x chunks; a tree
+    runs an all-reduce whatever the collective); None where the model refuses the case or
+    several chunks would pipeline over several dimensions."""
+    from libra_jax.model import algorithms as A
+    from libra_jax.types import Block, Collective, LibraInputError
+    blk = {"RI": Block.RING, "FC": Block.FULLYCONNECTED, "SW": Block.SWITCH}
+    col = {"reduce_scatter": Collective.REDUCESCATTER, "all_gather": Collective.ALLGATHER,
+           "all_reduce": Collective.ALLREDUCE, "all_to_all": Collective.ALLTOALL}
+    sp = lambda k, f: [f(x) for x in str(row[k]).split("|")]  # noqa: E731
+    impl = sp("impl", algo_of)
+    npd, k = sp("npus_per_dim", int), int(row["chunks"])
+    if k > 1 and (len(npd) > 1 or impl[0][0] == "double_binary_tree"):
+        return None
+    windows = {w for _, w in impl}
+    coll = col[row["coll"]]
+    if [a for a, _ in impl] == ["double_binary_tree"]:
+        coll = Collective.ALLREDUCE
+    try:
+        return k * A.multi_dim_time_ns(
+            [a for a, _ in impl], coll, npd, sp("blocks", lambda b: blk[b]),
+            int(row["bytes"]) / k, sp("bandwidth_GBps", float), sp("latency_ns", float),
+            float(row["endpoint_delay_ns"]), float(row["local_mem_bw_GBps"]), True,
+            row["backend"], row["collective_optimization"], max(windows), ticks)
+    except LibraInputError:
+        return None
+
+
+def check(paths, ticks=True):
+    """-> {(impl, backend): (runs, worst relative error)} over the stored runs."""
+    out = {}
+    for path in paths:
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                if not row["astra_ns"]:
+                    continue
+                m = model_ns(row, ticks)
+                if m is None:
+                    continue
+                impl = row["impl"].split("|")
+                key = (impl[0] if len(impl) == 1 else f"{len(impl)}-dim mixes",
+                       row["backend"])
+                err = abs(m - float(row["astra_ns"])) / float(row["astra_ns"])
+                runs, worst = out.get(key, (0, 0.0))
+                out[key] = (runs + 1, max(worst, err))
+    return out
 
 
 def main(argv=None):
@@ -176,10 +257,22 @@ def main(argv=None):
     ap.add_argument("--sweep", default="single")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--csv", default="runs.csv")
+    ap.add_argument("--check", action="store_true",
+                    help="compare the stored runs in --out with the model, run nothing")
     a = ap.parse_args(argv)
-    cases = {"single": single_cases, "multi": multi_cases}
+    if a.check:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        paths = [os.path.join(a.out, f) for f in sorted(os.listdir(a.out))
+                 if f.endswith(".csv")]
+        for ticks in (True, False):
+            for key, (runs, worst) in sorted(check(paths, ticks).items()):
+                print(f"ticks={ticks!s:5} {key[0]:>40} {key[1]:>7} runs {runs:3d} "
+                      f"worst {worst:.2e}")
+        return 0
+    cases = {"single": single_cases, "multi": multi_cases,
+             "multi_valid": lambda: multi_cases(3, 60, "v", True)}
     todo = []
-    for s in (("single", "multi") if a.sweep == "all" else (a.sweep,)):
+    for s in (("single", "multi", "multi_valid") if a.sweep == "all" else (a.sweep,)):
         todo += cases[s]()
     if a.limit:
         todo = todo[:a.limit]
