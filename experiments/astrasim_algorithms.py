@@ -182,6 +182,27 @@ def multi_cases(seed=2, count=80, prefix="m", valid_only=False):
     return cases
 
 
+def endpoint_cases():
+    """A large endpoint delay (1000 ns), no latency: the phase passes steps + 1 memory-bus
+    bundles (one endpoint delay more per phase and chunk than `pipelined_work.chunk_work`);
+    every algorithm on FullyConnected 4 and Ring 6 (aware: Ring 6 multi-hop queueing)."""
+    cases, i = [], 0
+    for algo, blk, coll, k, backend in itertools.product(
+            ("ring", "direct", "halvingDoubling"), ("FC", "RI"), COLLS, (1, 3),
+            ("unaware", "aware")):
+        if algo == "halvingDoubling" and coll == "all_to_all":
+            continue
+        n = 4 if (blk == "FC" or algo == "halvingDoubling") else 6
+        cases.append(dict(case_id=f"e{i:03d}", backend=backend, blocks=[blk],
+                          npus_per_dim=[n], bandwidth_GBps=[100], latency_ns=[0 if k == 1
+                                                                           else 300],
+                          impl=[algo], coll=coll, bytes=3 << 20, chunks=k,
+                          endpoint_delay_ns=1000, local_mem_bw_GBps=1e6,
+                          collective_optimization="baseline"))
+        i += 1
+    return cases
+
+
 # ------------------------------------------------------------------------- the model
 ALGO = {"ring": ("ring", -1), "oneRing": ("ring", -1), "direct": ("direct", -1),
         "oneDirect": ("direct", -1), "halvingDoubling": ("halving_doubling", -1),
@@ -269,10 +290,11 @@ def main(argv=None):
                 print(f"ticks={ticks!s:5} {key[0]:>40} {key[1]:>7} runs {runs:3d} "
                       f"worst {worst:.2e}")
         return 0
-    cases = {"single": single_cases, "multi": multi_cases,
+    cases = {"single": single_cases, "multi": multi_cases, "endpoint": endpoint_cases,
              "multi_valid": lambda: multi_cases(3, 60, "v", True)}
     todo = []
-    for s in (("single", "multi", "multi_valid") if a.sweep == "all" else (a.sweep,)):
+    for s in (("single", "multi", "multi_valid", "endpoint") if a.sweep == "all"
+              else (a.sweep,)):
         todo += cases[s]()
     if a.limit:
         todo = todo[:a.limit]

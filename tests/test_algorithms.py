@@ -215,3 +215,24 @@ def test_model_matches_astrasim(ticks, tol):
         single = "dim" not in impl
         limit = (1e-5 if ticks else 2.6e-3) if single else tol
         assert worst < limit, (impl, backend, runs, worst)
+
+
+def test_astrasim_passes_one_endpoint_delay_more_than_chunk_work():
+    """The stored ring runs with a 1000 ns endpoint delay: ASTRA-sim's time is chunk_work's
+    plus one endpoint delay per chunk (steps + 1 bundles per phase), up to ns floors (a
+    gap of 1000 ns per chunk: far beyond the floors, so chunk_work's count is short)."""
+    with open(os.path.join(RESULTS, "endpoint.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["impl"] == "ring" and r["astra_ns"]
+                and r["backend"] == "unaware"]
+    assert len(rows) == 16
+    code = {"reduce_scatter": RS, "all_gather": AG, "all_reduce": AR, "all_to_all": A2A}
+    for r in rows:
+        n, k, lat = int(r["npus_per_dim"]), int(r["chunks"]), float(r["latency_ns"])
+        blk = FC if r["blocks"] == "FC" else RI
+        w = pw.chunk_work(np.int32(code[r["coll"]]), int(r["bytes"]) / k,
+                          np.array([float(n)]), np.array([1.0]), np.array([True]),
+                          np.array([blk]), np.array([lat]), 1000.0, 1e6, True, xp=np)
+        cw = k * float(w.up_bytes[0] / 100 + w.up_lat_ns[0] + w.up_red_ns[0])
+        gap = float(r["astra_ns"]) - cw
+        # floors: each message and each of the 3 terms of a reduction to an integer ns
+        assert abs(gap - k * 1000.0) <= k * (4 * w.up_steps[0] + 1), (r["case_id"], gap)

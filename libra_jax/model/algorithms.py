@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import numbers
 from typing import NamedTuple
 
 from libra_jax.types import Block, Collective, LibraInputError, show
@@ -59,7 +60,7 @@ def check_algorithm(algorithm, phase, n, block, dim=0):
                               f"{', '.join(ALGORITHMS)}.")
     if int(phase) not in [int(p) for p in PHASES]:
         raise LibraInputError(f"{key}: phase {show(phase)} is not RS, AG, AR or A2A.")
-    if not isinstance(n, (int,)) or n < 2:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 2:
         raise LibraInputError(f"{key}: a phase needs a group of >= 2 NPUs, got {show(n)}.")
     if algorithm == "double_binary_tree":
         if int(phase) != Collective.ALLREDUCE:
@@ -78,8 +79,6 @@ def check_algorithm(algorithm, phase, n, block, dim=0):
         if n & (n - 1):
             raise LibraInputError(f"{key}: {show(algorithm)} needs a power-of-two group, "
                                   f"got {n} NPUs.")
-    if int(block) == Block.RING and n == 2:
-        pass  # unaware fine; the aware backend's Ring of 2 is refused in phase_time_ns
 
 
 # ------------------------------------------------------------------ the message schedule
