@@ -71,15 +71,21 @@ def test_default_config_has_every_key():
         "network", "cost_model", "workload", "constraints", "objective", "solver",
         "workloads", "weights", "multi_objective", "cosearch", "model", "schedule",
         "training_loop", "system", "bandwidth_gbps", "export_astrasim", "compilation_cache_dir",
-        "power", "reference_bw_gbps",
+        "power", "reference_bw_gbps", "runtime", "runtime_search",
     }
+    assert cfg.runtime == "fixed"
     assert cfg.power.npu_w == 0.0 and cfg.reference_bw_gbps is None
     assert cfg.constraints.max_power_w is None and cfg.network.span_m is None
     assert cfg.solver.method == "ipm" and cfg.workloads is None
     assert (cfg.model, cfg.schedule, cfg.training_loop) == ("libra", "pipelined", "no_overlap")
     assert set(cfg.system) == {"chunks", "endpoint_delay_ns", "local_mem_bw_gbps", "gb_is_gib",
                                "queue_policy", "queues_per_dim", "network_backend",
-                               "max_inflight_collectives"}
+                               "max_inflight_collectives", "inter_dim_scheduling",
+                               "intra_dim_scheduling", "collective_optimization", "algorithm",
+                               "active_chunks_per_dim"}
+    assert (cfg.system.inter_dim_scheduling, cfg.system.intra_dim_scheduling,
+            cfg.system.collective_optimization, cfg.system.algorithm,
+            cfg.system.active_chunks_per_dim) == ("ascending", "fifo", "local_bw_aware", None, 1)
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers",
                                 "latency_ns", "span_m"}
     assert set(cfg.cost_model) == {"file"}

@@ -1,0 +1,110 @@
+"""libra_jax's runtime model (issue 33) against ASTRA-sim's own runs: every case of a set
+drawn by `astrasim_runtime.py` predicted as ``libra-evaluate`` computes it
+(`astrasim_workload.predict_ns`) and compared with the simulator's step time, per backend,
+per inter-dimension policy, per algorithm and per intra-dimension policy.
+
+    python experiments/runtime_validation.py experiments/results/astrasim_runtime/single \\
+        experiments/results/astrasim_runtime/step --out experiments/results/runtime_validation.md
+
+Cases ASTRA-sim did not finish (deadlock, timeout, abort) are listed, not counted; cases whose
+algorithm libra_jax does not model (``astrasim_workload.NOT_MODELLED``) are counted apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import pathlib
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import astrasim_workload as aw  # noqa: E402
+
+BARS = (0.02, 0.05, 0.10)
+
+
+def evaluate(folder: pathlib.Path):
+    """[(case, astra_ns or None, predicted ns or None, note)] of a set."""
+    out = []
+    for case, res in aw.load(folder):
+        ref = res.get("astra_max_ns")
+        if not ref or str(res.get("rc", "0")) not in ("0",):
+            out.append((case, None, None, res.get("error") or f"rc {res.get('rc')}"))
+            continue
+        if not aw.modelled(case):
+            out.append((case, float(ref), None, "not modelled"))
+            continue
+        out.append((case, float(ref), aw.predict_ns(case), ""))
+    return out
+
+
+def _row(name, errs):
+    n = len(errs)
+    if not n:
+        return f"| {name} | 0 | | | | |"
+    within = [sum(abs(e) <= b for e in errs) / n for b in BARS]
+    worst = max(errs, key=abs)
+    return (f"| {name} | {n} | {within[0]:.1%} | {within[1]:.1%} | {within[2]:.1%} | "
+            f"{worst:+.2%} |")
+
+
+def table(rows, key) -> list[str]:
+    groups = collections.defaultdict(list)
+    for case, ref, pred, _ in rows:
+        if pred is not None:
+            groups[(case["backend"], key(case))].append((pred - ref) / ref)
+    lines = ["| backend / value | runs | within 2% | within 5% | within 10% | worst |",
+             "|---|---|---|---|---|---|"]
+    for k in sorted(groups):
+        lines.append(_row(f"{k[0]} / {k[1]}", groups[k]))
+    for backend in sorted({k[0] for k in groups}):
+        lines.append(_row(f"**{backend}, all**",
+                          [e for k, v in groups.items() if k[0] == backend for e in v]))
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sets", nargs="+", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path, default=None)
+    args = ap.parse_args(argv)
+    lines = ["# libra_jax's runtime model against ASTRA-sim", ""]
+    for folder in args.sets:
+        t0 = time.perf_counter()
+        rows = evaluate(folder)
+        seconds = time.perf_counter() - t0
+        failed = [(c, note) for c, ref, _, note in rows if ref is None]
+        apart = [c for c, ref, pred, _ in rows if ref is not None and pred is None]
+        lines += [f"## `{folder}`", "",
+                  f"{len(rows)} runs: {len(rows) - len(failed) - len(apart)} compared, "
+                  f"{len(apart)} with an algorithm libra_jax does not model "
+                  f"({', '.join(aw.NOT_MODELLED)}), {len(failed)} that ASTRA-sim did not "
+                  f"finish. Predicted in {seconds:.1f} s.", ""]
+        for title, key in (("inter-dimension scheduling", lambda c: c["inter_dim_scheduling"]),
+                           ("algorithm family", lambda c: c.get("algorithm_family", "ring")),
+                           ("collective optimization", lambda c: c["collective_optimization"]),
+                           ("intra-dimension scheduling", lambda c: c["intra_dim_scheduling"]),
+                           ("active chunks per dimension",
+                            lambda c: str(c["active_chunks_per_dim"]))):
+            lines += [f"### By {title}", ""] + table(rows, key) + [""]
+        worst = sorted((abs((p - r) / r), c["case_id"], (p - r) / r) for c, r, p, _ in rows
+                       if p is not None)[-8:]
+        lines += ["### Largest errors", "", "| case | error |", "|---|---|"]
+        lines += [f"| {cid} | {e:+.2%} |" for _, cid, e in reversed(worst)]
+        if failed:
+            lines += ["", "### Not finished by ASTRA-sim (listed, not counted)", "",
+                      "| case | inter | algorithms | NPUs | what |", "|---|---|---|---|---|"]
+            lines += [f"| {c['case_id']} | {c['inter_dim_scheduling']} | "
+                      f"{'/'.join(c.get('impl_per_dim') or ['ring'])} | {c['npus']} | "
+                      f"{str(note)[:80]} |" for c, note in failed]
+        lines.append("")
+    text = "\n".join(lines)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
