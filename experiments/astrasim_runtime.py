@@ -137,7 +137,12 @@ def _fix_keys(family: str, inter: str, coll_opt: str, D: int, colls: set[str]):
 
 
 def _runtime_keys(rng: random.Random, index: int, families) -> dict:
-    return {"inter_dim_scheduling": INTER[index % 4],
+    """Stratified by ``index``: inter-dim policy = index % 4; algorithm family = (index // 4)
+    cycling over the families, without the one* ones under Themis (they cannot run together)."""
+    inter = INTER[index % 4]
+    if inter.startswith("offline"):
+        families = tuple(f for f in families if f not in ONE)
+    return {"inter_dim_scheduling": inter,
             "family": families[(index // 4) % len(families)],
             "intra_dim_scheduling": rng.choice(INTRA),
             "collective_optimization": rng.choice(COLL_OPT),
