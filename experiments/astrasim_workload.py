@@ -112,8 +112,8 @@ ALGORITHM = {"ring": "ring", "direct": "direct", "halvingDoubling": "halving_dou
 
 
 #: ASTRA-sim algorithms libra_jax does not model: the ``one*`` variants make every NPU of
-#: the network one flat ring (GeneralComplexTopology); ``doubleBinaryTree`` (docs/algorithms.md)
-NOT_MODELLED = ("oneRing", "oneDirect", "oneHalvingDoubling", "doubleBinaryTree")
+#: the network one flat ring (GeneralComplexTopology)
+NOT_MODELLED = ("oneRing", "oneDirect", "oneHalvingDoubling")
 
 
 def modelled(case) -> bool:

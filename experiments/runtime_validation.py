@@ -21,6 +21,8 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import astrasim_workload as aw  # noqa: E402
 
+from libra_jax.types import LibraInputError  # noqa: E402
+
 BARS = (0.02, 0.05, 0.10)
 
 
@@ -35,7 +37,10 @@ def evaluate(folder: pathlib.Path):
         if not aw.modelled(case):
             out.append((case, float(ref), None, "not modelled"))
             continue
-        out.append((case, float(ref), aw.predict_ns(case), ""))
+        try:
+            out.append((case, float(ref), aw.predict_ns(case), ""))
+        except LibraInputError as e:  # a case libra_jax refuses: counted apart, with why
+            out.append((case, float(ref), None, f"refused: {e}"))
     return out
 
 
@@ -75,12 +80,19 @@ def main(argv=None) -> int:
         rows = evaluate(folder)
         seconds = time.perf_counter() - t0
         failed = [(c, note) for c, ref, _, note in rows if ref is None]
-        apart = [c for c, ref, pred, _ in rows if ref is not None and pred is None]
+        apart = [c for c, ref, pred, note in rows if ref is not None and pred is None
+                 and note == "not modelled"]
+        refused = [(c, note) for c, ref, pred, note in rows
+                   if ref is not None and pred is None and note != "not modelled"]
         lines += [f"## `{folder}`", "",
-                  f"{len(rows)} runs: {len(rows) - len(failed) - len(apart)} compared, "
-                  f"{len(apart)} with an algorithm libra_jax does not model "
-                  f"({', '.join(aw.NOT_MODELLED)}), {len(failed)} that ASTRA-sim did not "
-                  f"finish. Predicted in {seconds:.1f} s.", ""]
+                  f"{len(rows)} runs: {len(rows) - len(failed) - len(apart) - len(refused)} "
+                  f"compared, {len(apart)} with an algorithm libra_jax does not model "
+                  f"({', '.join(aw.NOT_MODELLED)}), {len(refused)} refused by libra_jax, "
+                  f"{len(failed)} that ASTRA-sim did not finish. Predicted in "
+                  f"{seconds:.1f} s.", ""]
+        if refused:
+            lines += ["Refused: " + "; ".join(f"{c['case_id']} ({str(n)[9:100]})"
+                                              for c, n in refused[:12]), ""]
         for title, key in (("inter-dimension scheduling", lambda c: c["inter_dim_scheduling"]),
                            ("algorithm family", lambda c: c.get("algorithm_family", "ring")),
                            ("collective optimization", lambda c: c["collective_optimization"]),

@@ -98,6 +98,23 @@ def ring_phase(com: int, n: int, size: float, block: int, lat: float, ep: float,
     return steps * msg * unit, steps * (hops * lat + ep) + red, steps, red, final
 
 
+def phase_algorithm(algorithm: str, collective: int) -> str:
+    """The algorithm a dimension runs for a collective, as the export writes the
+    ``*-implementation`` lists: ``double_binary_tree`` in the all-reduce list only, ring in
+    the others; ``halving_doubling`` has no all-to-all (ring there)."""
+    if (algorithm == "double_binary_tree" and collective != AR) or (
+            algorithm == "halving_doubling" and collective == A2A):
+        return "ring"
+    return algorithm
+
+
+def phase_type(algorithm: str, com: int) -> int:
+    """The phase a dimension runs: ASTRA-sim's tree (``DoubleBinaryTreeAllReduce``) is an
+    all-reduce of the bytes it is given whatever phase the collective asked for (a
+    localBWAware all-reduce's reduce-scatter and all-gather phases included)."""
+    return AR if algorithm == "double_binary_tree" else com
+
+
 def phase_work(algorithm: str, com: int, n: int, size: float, block: int, lat: float,
                ep: float, lmb, unit, dim: int = 0):
     """A phase of any algorithm in `ring_phase`'s form, with the bytes coefficient per NPU
@@ -219,7 +236,7 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
     total = int(np.prod([max(g, 1) for g in npus]))
     lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    algos = tm.algorithm or ("ring",) * num
+    algos = [phase_algorithm(a, collective) for a in (tm.algorithm or ("ring",) * num)]
     link = [float(bw_gbps[d]) / link_share(algos[d], npus[d]) for d in range(num)]
     inter = tm.inter_dim_scheduling
     themis = inter in ("themis", "themis_flex") and collective != A2A
@@ -250,6 +267,7 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
             this, size = chunk, max(size - chunk, 0)
         stages, remain = [], float(this)
         for com, d, kind in _phases(collective, order, involved, npus, tm):
+            com = phase_type(algos[d], com)
             args = (com, npus[d], remain, int(blocks[d]), float(lat[d]),
                     float(tm.endpoint_delay_ns), tm.local_mem_bw_gbps)
             coef, fixed, steps, red, final = phase_work(algos[d], *args, unit, dim=d)
@@ -316,7 +334,7 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm):
     total = int(np.prod([max(g, 1) for g in npus]))
     lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    algos = tm.algorithm or ("ring",) * num
+    algos = [phase_algorithm(a, collective) for a in (tm.algorithm or ("ring",) * num)]
     size = int(round(size_bytes))
     k = int(tm.chunks)
     chunk = size // k
@@ -331,6 +349,7 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm):
         lat_d, red_d, coef_d = np.zeros(num), np.zeros(num), np.zeros(num)
         remain = float(chunk)
         for com, d, _ in _phases(collective, order, involved, npus, tm):
+            com = phase_type(algos[d], com)
             coef, fixed, _, red, final = phase_work(algos[d], com, npus[d], remain,
                                                     int(blocks[d]), float(lat[d]),
                                                     float(tm.endpoint_delay_ns),
