@@ -110,9 +110,24 @@ def test_refusals(algo, phase, n, blk, text):
         A.phase_stage(algo, phase, n, blk, 1e6, 0.0, 0.0, None, False, dim=2)
 
 
-def test_aware_ring_of_two_refused():
-    with pytest.raises(LibraInputError, match="Ring dimension of 2"):
-        A.phase_time_ns("ring", AR, 2, RI, 1e6, 10.0, 0.0, 0.0, None, False, "aware")
+def test_aware_ring_of_two_runs_and_one_dim_abort_is_precise():
+    # a Ring of 2 inside a multi-dimension network runs (one link each way): 2 x (m + L)
+    # + 3 endpoint delays, as FullyConnected of 2
+    t = A.phase_time_ns("ring", AR, 2, RI, 1e6, 10.0, 100.0, 1.0, None, False, "aware")
+    assert t == pytest.approx(2 * (5e4 + 100) + 3 * 1.0)
+    assert t == A.phase_time_ns("ring", AR, 2, FC, 1e6, 10.0, 100.0, 1.0, None, False,
+                                "aware")
+    # only a one-dimension Ring of 2 aborts (stored: every aware Ring-of-2 single-dim run of
+    # experiments/results/astrasim_algorithms/single.csv has rc -6)
+    assert A.aware_aborts([RI], [2])
+    assert not A.aware_aborts([RI], [4]) and not A.aware_aborts([FC], [2])
+    assert not A.aware_aborts([RI, RI], [2, 4])
+    with open(os.path.join(RESULTS, "single.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["backend"] == "aware"]
+    for r in rows:
+        blk = {"RI": RI, "FC": FC, "SW": SW}[r["blocks"]]
+        if A.aware_aborts([blk], [int(r["npus_per_dim"])]):
+            assert r["rc"] == "-6", r["case_id"]
 
 
 # ------------------------------------------------------------ ring against chunk_work

@@ -252,20 +252,112 @@ def _aware_affine(algorithm, block, par, n=0):
     return algorithm == "ring"
 
 
+# ------------------------------------------------------------ one NPU's state machine
+class PhaseDriver:
+    """One NPU's algorithm state machine of one phase (``Ring.cc``, ``AllToAll.cc``,
+    ``HalvingDoubling.cc``; not the tree): `phase_time_ns` runs one per NPU of the group,
+    `step.simulate_step`'s congestion-aware replay one for the representative NPU.
+
+    The caller owns the clock and the network. ``start(t)`` and ``received(t)`` (a message
+    for this NPU arrived) insert packets and return the times at which their memory-bus
+    bundles complete (endpoint delay + reduction); at each such time the caller calls
+    ``general(t)``, which returns the messages this NPU sends then, as ``(offset, bytes)``
+    (the receiver ``offset`` places on, signed: + clockwise), and sets ``done`` (the phase's
+    end on this NPU, ns) once nothing is left to send and every bundle is back.
+    """
+
+    def __init__(self, algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps,
+                 window=-1, idx=0, ticks=False, dim=0):
+        check_algorithm(algorithm, phase, n, Block.FULLYCONNECTED, dim)
+        if algorithm == "double_binary_tree":
+            raise LibraInputError(f"system.algorithm[{dim}]: the tree has no one-NPU driver "
+                                  "(its NPUs differ); use phase_time_ns.")
+        plan = _plan(algorithm, phase, n, float(bytes_in), window, ticks)
+        self._setup(algorithm, n, plan, _bundles(plan, phase, float(endpoint_delay_ns),
+                                                 local_mem_bw_gbps, ticks), idx)
+
+    @classmethod
+    def group(cls, algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps,
+              window=-1, ticks=False):
+        """One driver per NPU 0..n-1 of the group (the plan computed once)."""
+        first = cls(algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps,
+                    window, 0, ticks)
+        out = [first]
+        for i in range(1, n):
+            d = cls.__new__(cls)
+            d._setup(algorithm, n, first.plan, first.bundles, i)
+            out.append(d)
+        return out
+
+    def _setup(self, algorithm, n, plan, bundles, idx):
+        self.algorithm, self.n, self.plan, self.bundles, self.idx = (algorithm, n, plan,
+                                                                     bundles, idx)
+        self.packets = []  # FIFO of (signed offset, bytes)
+        self.inserted = self.received_count = 0
+        self.left = plan.stream_count  # messages still to send
+        self.free = 0  # bundles back, not yet used by a send
+        self.done = None
+
+    def _insert(self, t, timers):
+        k = self.inserted
+        self.inserted += 1
+        off = self.plan.offsets[k]
+        self.packets.append((_direction(self.algorithm, self.idx, off) * off,
+                             self.plan.sizes[k]))
+        timers.append(t + self.bundles[k][0])
+
+    def start(self, t):
+        """StreamInit at ``t``: -> the bundle completion times."""
+        timers = []
+        for _ in range(self.plan.par):
+            self._insert(t, timers)
+        return timers
+
+    def received(self, t):
+        """A message arrived at ``t``: -> the bundle completion times."""
+        self.received_count += 1
+        timers = []
+        self._insert(t, timers)
+        return timers
+
+    def _ready(self, sends):
+        if not self.packets or self.left == 0 or self.free == 0:
+            return
+        sends.append(self.packets.pop(0))
+        self.left -= 1
+        self.free -= 1
+
+    def general(self, t):
+        """A bundle completed at ``t``: -> the messages sent now [(signed offset, bytes)]."""
+        sends = []
+        self.free += 1
+        plan = self.plan
+        if plan.ar_gate and self.left <= self.n - 1:
+            # direct all-reduce: the all-gather half waits for every reduce-scatter receipt
+            if self.received_count < self.n - 1:
+                return sends
+            for _ in range(plan.par):
+                self._ready(sends)
+        else:
+            self._ready(sends)
+        if self.left == 0 and self.free == plan.par and self.done is None:
+            self.done = t
+        return sends
+
+
 # --------------------------------------------------------------- exact replay at a bw
 def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
                   endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, backend="unaware",
                   window=-1, dim=0, ticks=False):
     """Exact time (ns) of one phase of one chunk at ``bw_gbps``: ASTRA-sim's algorithm state
-    machine run on all ``n`` NPUs of the group (module docstring). ``ticks``: as ASTRA-sim,
-    integer sizes and every delay floored to an integer ns (else real-valued, as the rest
-    of the model)."""
+    machine (`PhaseDriver`) run on all ``n`` NPUs of the group (module docstring).
+    ``ticks``: as ASTRA-sim, integer sizes and every delay floored to an integer ns (else
+    real-valued, as the rest of the model). A Ring of 2 NPUs has one link each way (the
+    stock aware binary aborts on a one-dimension network that is a Ring of 2, `aware_aborts`;
+    in a network of several dimensions it runs)."""
     check_algorithm(algorithm, phase, n, block, dim)
     if backend not in BACKENDS:
         raise LibraInputError(f"network_backend: unknown value {show(backend)}.")
-    if backend == "aware" and int(block) == Block.RING and n == 2:
-        raise LibraInputError(f"system.algorithm[{dim}]: ASTRA-sim's congestion-aware "
-                              "backend aborts on a Ring dimension of 2 NPUs.")
     if not bw_gbps > 0:
         raise LibraInputError(f"bandwidth_gbps[{dim}]: must be > 0, got {show(bw_gbps)}.")
     fl = math.floor if ticks else float
@@ -273,8 +365,8 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
         return _tree_time_ns(n, int(block), float(bytes_in), bw_gbps, float(latency_ns),
                              float(endpoint_delay_ns), local_mem_bw_gbps, gb_is_gib,
                              backend == "aware", fl)
-    plan = _plan(algorithm, phase, n, float(bytes_in), window, ticks)
-    bundles = _bundles(plan, phase, float(endpoint_delay_ns), local_mem_bw_gbps, ticks)
+    npus = PhaseDriver.group(algorithm, phase, n, bytes_in, endpoint_delay_ns,
+                             local_mem_bw_gbps, window, ticks)
     bpns = bw_gbps * (GIB_PER_GB if gb_is_gib else 1.0)  # bytes per ns
     lat = float(latency_ns)
     aware = backend == "aware"
@@ -286,22 +378,11 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
         seq[0] += 1
         heapq.heappush(ev, (t, seq[0], kind, data))
 
-    # per NPU state
-    packets = [[] for _ in range(n)]  # FIFO of (dest, size)
-    inserted = [0] * n
-    sc = [plan.stream_count] * n
-    free = [0] * n
-    received = [0] * n
-    done = [None] * n
-    link_busy, link_wait = {}, {}
+    def timers(i, times):
+        for tt in times:
+            push(tt, "general", i)
 
-    def insert(i, t):
-        k = inserted[i]
-        inserted[i] += 1
-        off = plan.offsets[k]
-        dest = (i + _direction(algorithm, i, off) * off) % n
-        packets[i].append((dest, plan.sizes[k]))
-        push(t + bundles[k][0], "general", i)
+    link_busy, link_wait = {}, {}
 
     def route(src, dst):
         if blk == Block.SWITCH:
@@ -326,37 +407,20 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
         push(t + fl(size / bpns), "free", link)
         push(t + fl(size / bpns + lat), "hop", msg)
 
-    def ready(i, t):
-        if not packets[i] or sc[i] == 0 or free[i] == 0:
-            return
-        dest, size = packets[i].pop(0)
-        sc[i] -= 1
-        free[i] -= 1
-        if aware:
-            link_put(route(i, dest)[0], (i, dest, size, 0), t)
-        else:
-            push(t + fl(size / bpns + _hops(blk, n, dest - i) * lat), "recv", dest)
-
     for i in range(n):
-        for _ in range(plan.par):
-            insert(i, 0.0)
+        timers(i, npus[i].start(0.0))
     while ev:
         t, _, kind, data = heapq.heappop(ev)
         if kind == "general":
             i = data
-            free[i] += 1
-            if plan.ar_gate and sc[i] <= n - 1:
-                if received[i] < n - 1:
-                    continue
-                for _ in range(plan.par):
-                    ready(i, t)
-            else:
-                ready(i, t)
-            if sc[i] == 0 and free[i] == plan.par and done[i] is None:
-                done[i] = t
+            for off, size in npus[i].general(t):
+                dest = (i + off) % n
+                if aware:
+                    link_put(route(i, dest)[0], (i, dest, size, 0), t)
+                else:
+                    push(t + fl(size / bpns + _hops(blk, n, off) * lat), "recv", dest)
         elif kind == "recv":
-            received[data] += 1
-            insert(data, t)
+            timers(data, npus[data].received(t))
         elif kind == "free":
             link_busy[data] = False
             if link_wait.get(data):
@@ -367,11 +431,19 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
             if h + 1 < len(path):
                 link_put(path[h + 1], (src, dst, size, h + 1), t)
             else:
-                received[dst] += 1
-                insert(dst, t)
-    if any(d is None for d in done):
+                timers(dst, npus[dst].received(t))
+    if any(d.done is None for d in npus):
         raise RuntimeError("phase replay did not finish (model error)")
-    return max(done)
+    return max(d.done for d in npus)
+
+
+def aware_aborts(blocks, npus_per_dim):
+    """Whether ASTRA-sim's congestion-aware binary aborts on this network: a one-dimension
+    network that is a Ring of 2 NPUs (``Ring`` connects the pair twice; ``Device::connect``
+    asserts). Several dimensions go through ``MultiDimTopologyLocal``, which gives a Ring of
+    2 one link each way, and run."""
+    return (len(blocks) == 1 and int(blocks[0]) == Block.RING
+            and int(npus_per_dim[0]) == 2)
 
 
 def phase_list(algorithms, collective, npus_per_dim, collective_optimization="localBWAware"):
