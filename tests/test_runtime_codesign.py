@@ -175,3 +175,20 @@ def test_train_fixed_runtime(tmp_path):
 def test_runtime_needs_pipelined():
     with pytest.raises(LibraInputError, match="runtime=search with model=libra"):
         study.train(_config("model=libra", "runtime=search"))
+
+
+def test_candidates_include_chunk_counts():
+    """``runtime_search.chunks`` multiplies the candidates (the chunk count outermost)."""
+    net = network_from_lists(["Ring", "Switch"], [4, 8], source="t")
+    tm = TimingModel(model="pipelined", chunks=4)
+    one = runtime.candidate_runtimes(tm, net, inter_dim_scheduling=["ascending", "themis"],
+                                     algorithm=[["ring"], ["ring"]])
+    two = runtime.candidate_runtimes(tm, net, inter_dim_scheduling=["ascending", "themis"],
+                                     algorithm=[["ring"], ["ring"]], chunks=[1, 8])
+    assert [c.chunks for c in one] == [4, 4]
+    assert [(c.chunks, c.inter_dim_scheduling) for c in two] == [
+        (1, "ascending"), (1, "themis"), (8, "ascending"), (8, "themis")]
+    with pytest.raises(LibraInputError, match=r"runtime_search.chunks\[1\] = 0"):
+        runtime.candidate_runtimes(tm, net, chunks=[2, 0])
+    with pytest.raises(LibraInputError, match="runtime_search.chunks"):
+        runtime.candidate_runtimes(tm, net, chunks=[2, 2])

@@ -158,6 +158,8 @@ TRAIN = {
                                  "alternative the dimension's block supports (docs/runtime.md)"),
     "runtime_search.active_chunks_per_dim": ("streams per dimension", "counts tried; null: "
                                              "`system.active_chunks_per_dim` only"),
+    "runtime_search.chunks": ("chunks per collective", "chunk counts tried; null: "
+                              "`system.chunks` only"),
     "runtime_search.refine_evals": ("simulations per dimension", "the pattern search on the "
                                     "simulated objective of each candidate runtime"),
     # evaluate, presets, output, cache

@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from libra_jax.model import timing
+from libra_jax.model import pipelined, timing
 from libra_jax.model.timing import TimingModel
 from libra_jax.model.timing_spec import (
     ALGORITHMS,
@@ -102,7 +102,8 @@ def _names(values, key: str, choices: Sequence[str], default) -> list:
 
 def candidate_runtimes(tm: TimingModel, network, *, inter_dim_scheduling=None,
                        intra_dim_scheduling=None, collective_optimization=None,
-                       algorithm=None, active_chunks_per_dim=None) -> list[TimingModel]:
+                       algorithm=None, active_chunks_per_dim=None,
+                       chunks=None) -> list[TimingModel]:
     """Every combination of the candidate lists (``runtime_search.*``; null: the default
     list) as timing models (``tm``'s other fields kept). Raises `LibraInputError` naming
     ``runtime_search.<key>`` and the value for a bad entry."""
@@ -133,13 +134,21 @@ def candidate_runtimes(tm: TimingModel, network, *, inter_dim_scheduling=None,
             raise LibraInputError(
                 f"runtime_search.active_chunks_per_dim[{i}] = {show(k)}: an integer in "
                 f"1..{MAX_ACTIVE_CHUNKS}.")
+    counts = [tm.chunks] if chunks is None else list(chunks)
+    if not counts or len(set(counts)) != len(counts):
+        raise LibraInputError(f"runtime_search.chunks = {show(counts)}: give distinct counts "
+                              "(or null).")
+    for i, k in enumerate(counts):
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= pipelined.MAX_CHUNKS:
+            raise LibraInputError(f"runtime_search.chunks[{i}] = {show(k)}: an integer in "
+                                  f"1..{pipelined.MAX_CHUNKS} (chunks per collective).")
     out = []
-    for s, q, c, a, k in itertools.product(inter, intra, coll, itertools.product(*algos),
-                                           active):
+    for n, s, q, c, a, k in itertools.product(counts, inter, intra, coll,
+                                              itertools.product(*algos), active):
         alg = None if all(x == "ring" for x in a) else tuple(a)
-        out.append(dataclasses.replace(tm, inter_dim_scheduling=s, intra_dim_scheduling=q,
-                                       collective_optimization=c, algorithm=alg,
-                                       active_chunks_per_dim=k))
+        out.append(dataclasses.replace(tm, chunks=n, inter_dim_scheduling=s,
+                                       intra_dim_scheduling=q, collective_optimization=c,
+                                       algorithm=alg, active_chunks_per_dim=k))
     return out
 
 

@@ -194,6 +194,7 @@ class RuntimeSearchConfig:
     # alternative the dimension's block supports: docs/runtime.md)
     algorithm: Optional[List[List[str]]] = None
     active_chunks_per_dim: Optional[List[int]] = None  # null: [system.active_chunks_per_dim]
+    chunks: Optional[List[int]] = None  # chunk counts tried; null: [system.chunks]
     refine_evals: int = 12  # simulations per dimension of each candidate's pattern search
 
 

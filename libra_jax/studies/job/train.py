@@ -233,7 +233,8 @@ def run_runtime(c: LibraConfig) -> RuntimeRun:
                 tm, network, inter_dim_scheduling=rs.inter_dim_scheduling,
                 intra_dim_scheduling=rs.intra_dim_scheduling,
                 collective_optimization=rs.collective_optimization,
-                algorithm=rs.algorithm, active_chunks_per_dim=rs.active_chunks_per_dim)
+                algorithm=rs.algorithm, active_chunks_per_dim=rs.active_chunks_per_dim,
+                chunks=rs.chunks)
             log.info("runtime=search: %d candidate runtimes", len(cands))
             search = runtime_study.search_runtime(inputs, tm, cands, refine_evals=evals)
             opt = search.optimum
