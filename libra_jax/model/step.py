@@ -44,7 +44,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from libra_jax.model import pipelined, runtime
+from libra_jax.model import algorithms, pipelined, runtime
 from libra_jax.types import Block, Collective, StepNode
 
 TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
@@ -159,7 +159,9 @@ class StepTiming(NamedTuple):
 class _Stream:
     __slots__ = ("node", "priority", "stages", "pos", "left", "seq",
                  # the congestion-aware link model's state of the running stage
-                 "step", "steps", "msg_ns", "path", "reductions", "red_step")
+                 "step", "steps", "msg_ns", "path", "reductions", "red_step",
+                 # an algorithm other than ring: its representative NPU's state machine
+                 "driver", "ns_per_byte")
 
     def __init__(self, node, priority, stages, seq):
         self.node, self.priority, self.stages, self.seq = node, priority, stages, seq
@@ -315,6 +317,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     lat = (np.zeros(num_dims) if tm.latency_ns is None
            else np.broadcast_to(np.asarray(tm.latency_ns, np.float64), (num_dims,)))
     endpoint = float(tm.endpoint_delay_ns)
+    algos = tm.algorithm or ("ring",) * num_dims
+    unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
 
     def push(t: float, kind: str, payload) -> None:
         nonlocal seq
@@ -326,6 +330,17 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             return ((dim, "up"), (dim, "down"))
         return ((dim, 0 if npd[dim] <= 2 else dr),)  # a ring / direct link per direction
 
+    def peer_path(dim: int, off: int) -> tuple:
+        """The representative NPU's links to the NPU ``off`` places on (signed): a
+        FullyConnected pair's own link (offsets 1 and n-1 are the ring's two), a Ring's
+        shorter way round hop by hop (ties clockwise), a Switch's up and down link."""
+        n_d, k = npd[dim], off % npd[dim]
+        if blocks[dim] == Block.SWITCH or n_d <= 2:
+            return path(dim, 0)
+        if blocks[dim] == Block.FULLYCONNECTED:
+            return ((dim, 0 if k == 1 else (1 if k == n_d - 1 else ("peer", k))),)
+        return ((dim, 1),) * (n_d - k) if n_d - k < k else ((dim, 0),) * k
+
     def pre_send_ns(s: _Stream) -> float:
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
 
@@ -334,15 +349,29 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             link_wait.setdefault(link, []).append(msg)
             return
         link_busy[link] = True
-        s, hop = msg
-        push(t + s.msg_ns, "free", link)
-        push(t + s.msg_ns + lat[s.stages[s.pos][0]], "arrive", msg)
+        s = msg[0]
+        ns = s.msg_ns if len(msg) == 2 else msg[3]  # a ring message / an algorithm's
+        push(t + ns, "free", link)
+        push(t + ns + lat[s.stages[s.pos][0]], "arrive", msg)
 
     def start_stage_aware(s: _Stream) -> None:
-        if len(s.stages[s.pos]) > 10 and s.stages[s.pos][10] is not None:
-            # an algorithm other than ring: its phase's exact time alone on this backend
-            # (`algorithms.phase_time_ns`); its links are not shared with other stages
-            push(now + s.stages[s.pos][10], "done", s)
+        stage = s.stages[s.pos]
+        if len(stage) > 10 and stage[10] is not None:
+            # an algorithm other than ring: the representative NPU's state machine drives
+            # its messages over the shared links (every NPU alike: it receives its k-th
+            # message when its own k-th one arrives). The tree's NPUs differ: its exact
+            # time alone (`algorithms.phase_time_ns`), no link shared.
+            dim, com, size = stage[0], stage[8], stage[9]
+            alg, n_d = algos[dim], int(nodes[s.node].group[dim])
+            if alg == "double_binary_tree":
+                push(now + stage[10], "done", s)
+                return
+            s.driver = algorithms.PhaseDriver(
+                alg, com, n_d, size / n_d if com == runtime.AG else size, endpoint,
+                tm.local_mem_bw_gbps, dim=dim)
+            s.ns_per_byte = unit * runtime.link_share(alg, n_d) / bw[dim]
+            for tt in s.driver.start(now):
+                push(tt, "general", s)
             return
         dim, coef, _, _, dr, _, steps, red = s.stages[s.pos][:8]
         s.step = 0
@@ -358,11 +387,25 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         """One link event; -> the finished stream's running key, or None."""
         if kind == "send":
             link_put(payload.path[0], (payload, 0), t)
+        elif kind == "general":  # an algorithm's bundle is back: its sends, its end
+            s = payload
+            for off, size in s.driver.general(t):
+                p = peer_path(s.stages[s.pos][0], off)
+                link_put(p[0], (s, 0, p, size * s.ns_per_byte), t)
+            if s.driver.done == t:  # every bundle back: nothing can follow
+                push(t, "done", s)
         elif kind == "free":
             link_busy[payload] = False
             waiting = link_wait.get(payload)
             if waiting:
                 link_put(payload, waiting.pop(0), t)
+        elif kind == "arrive" and len(payload) > 2:  # an algorithm's message
+            s, hop, p, ns = payload
+            if hop + 1 < len(p):
+                link_put(p[hop + 1], (s, hop + 1, p, ns), t)
+            else:
+                for tt in s.driver.received(t):
+                    push(tt, "general", s)
         elif kind == "arrive":
             s, hop = payload
             if hop + 1 < len(s.path):
@@ -389,7 +432,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if aware:
                 start_stage_aware(s)
 
-    def enqueue(s: _Stream) -> None:
+    def enqueue(s: _Stream, start: bool = True) -> None:
         stage = s.stages[s.pos]
         dim, qi = stage[0], stage[5]
         lst = queues[dim][qi]
@@ -406,7 +449,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     at = j
                     break
         lst.insert(at, s)
-        try_start(dim, qi)
+        if start:
+            try_start(dim, qi)
 
     def issue_collective(i: int) -> None:
         nonlocal counter, seq
@@ -520,7 +564,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 # again at once under the same key)
                 del running[key]
                 active[key[:2]] -= 1
-                enqueue(s)
+                # Sys::proceed_to_next_vnet_baseline: the stream joins its next queue, then
+                # the queue it left starts its next stream, then the new queue (on the aware
+                # backend the order of their first sends at one tick)
+                enqueue(s, start=False)
+                try_start(*key[:2])
+                try_start(s.stages[s.pos][0], s.stages[s.pos][5])
             else:
                 streams_left[s.node] -= 1
                 if streams_left[s.node] == 0:
