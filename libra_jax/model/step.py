@@ -30,6 +30,10 @@ discrete-event replay of the simulator's system layer (``docs/step_simulation.md
   links stand for all: per dimension a Switch's up and down link (both directions use
   them), a Ring / FullyConnected dimension's link each way round (one link when it has 2
   NPUs). Alone, a stage takes exactly the ``unaware`` time with a Switch's bytes twice.
+  A direct / halving-doubling stage is driven by its representative NPU's state machine
+  (`algorithms.PhaseDriver`) over the same links, a peer ``k`` places on by its own
+  FullyConnected link, the Switch's two, or a Ring's shorter way hop by hop
+  (``docs/algorithms.md``); a tree stage takes its exact time alone.
 
 Everything here is host numpy (an exact evaluation at given bandwidths, as `evaluate` and
 the certified gap of `train` need); the convex model the solver optimises is in
