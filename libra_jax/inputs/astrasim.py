@@ -119,7 +119,7 @@ def _check_power_of_two(algs: Sequence[str], npus: Sequence[int], where: str) ->
                 "direct there.")
 
 
-def _links_sharing(algorithm: str, npus: int) -> int:
+def links_sharing(algorithm: str, npus: int) -> int:
     """How many links carry one NPU's traffic at once: per-NPU bw = link bw x this. Ring
     and halving-doubling send one message at a time, direct one to each of the n - 1 peers,
     a binary tree's inner node one to each of its two children (n = 2: a root and a leaf)."""
@@ -315,7 +315,7 @@ def export_design(
 
     scale = GIB_PER_GB if gb_is_gib else 1.0
     link = np.array(
-        [bw[d] / _links_sharing(algs[d], n) * scale for d, n in enumerate(network.npus)]
+        [bw[d] / links_sharing(algs[d], n) * scale for d, n in enumerate(network.npus)]
     )
 
     unit = (
@@ -513,7 +513,7 @@ def import_network_yaml(
     if "bandwidth" in data:
         link = floats("bandwidth", positive=True)
         scale = GIB_PER_GB if gb_is_gib else 1.0
-        bw = np.array([link[d] / scale * _links_sharing(algs[d], n)
+        bw = np.array([link[d] / scale * links_sharing(algs[d], n)
                        for d, n in enumerate(network.npus)])
     if "latency" in data:
         lat = floats("latency", positive=False)

@@ -39,6 +39,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from libra_jax.inputs.astrasim import links_sharing
 from libra_jax.model import algorithms, pipelined
 from libra_jax.types import Block, Collective
 
@@ -116,16 +117,18 @@ def phase_type(algorithm: str, com: int) -> int:
 
 
 def phase_work(algorithm: str, com: int, n: int, size: float, block: int, lat: float,
-               ep: float, lmb, unit, dim: int = 0):
+               ep: float, lmb, unit, share: int = 1, dim: int = 0):
     """A phase of any algorithm in `ring_phase`'s form, with the bytes coefficient per NPU
-    bandwidth: ``ring`` is `ring_phase`; the others `algorithms.phase_stage` (unaware, the
-    link bandwidth of the export: per-NPU / `link_share`)."""
+    bandwidth: ``ring`` is `ring_phase`, the others `algorithms.phase_stage` (unaware), at
+    the dimension's link bandwidth = per-NPU / ``share`` (`link_share` of the algorithm the
+    dimension is configured with: a ring phase on a tree dimension runs on the tree's
+    links)."""
     if algorithm == "ring":
-        return ring_phase(com, n, size, block, lat, ep, lmb, unit)
+        coef, fixed, steps, red, final = ring_phase(com, n, size, block, lat, ep, lmb, unit)
+        return coef * share, fixed, steps, red, final
     st = algorithms.phase_stage(algorithm, com, n, block, size, lat, ep, lmb, unit != 1.0,
                                 "unaware", dim=dim)
-    return (st.bytes_coef * link_share(algorithm, n), st.fixed_ns, st.steps, st.reduction_ns,
-            st.out_bytes)
+    return st.bytes_coef * share, st.fixed_ns, st.steps, st.reduction_ns, st.out_bytes
 
 
 # ------------------------------------------------------------------------ orders
@@ -236,8 +239,10 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
     total = int(np.prod([max(g, 1) for g in npus]))
     lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    algos = [phase_algorithm(a, collective) for a in (tm.algorithm or ("ring",) * num)]
-    link = [float(bw_gbps[d]) / link_share(algos[d], npus[d]) for d in range(num)]
+    configured = tm.algorithm or ("ring",) * num
+    algos = [phase_algorithm(a, collective) for a in configured]
+    share = [link_share(a, n) for a, n in zip(configured, npus)]
+    link = [float(bw_gbps[d]) / share[d] for d in range(num)]  # the YAML's link bandwidth
     inter = tm.inter_dim_scheduling
     themis = inter in ("themis", "themis_flex") and collective != A2A
     if inter in ("themis", "themis_flex"):
@@ -270,7 +275,7 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
             com = phase_type(algos[d], com)
             args = (com, npus[d], remain, int(blocks[d]), float(lat[d]),
                     float(tm.endpoint_delay_ns), tm.local_mem_bw_gbps)
-            coef, fixed, steps, red, final = phase_work(algos[d], *args, unit, dim=d)
+            coef, fixed, steps, red, final = phase_work(algos[d], *args, unit, share[d], d)
             exact = None
             if algos[d] != "ring":
                 key = (algos[d], *args, link[d], tm.gb_is_gib, tm.network_backend)
@@ -289,10 +294,10 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
 
 
 def link_share(algorithm: str, npus: int) -> int:
-    """How many links carry one NPU's traffic at once on a dimension (the export's rule:
-    link bandwidth = per-NPU bandwidth / this): ``direct`` sends to every other NPU at
-    once (n-1 links), the others one link at a time."""
-    return max(npus - 1, 1) if algorithm == "direct" else 1
+    """How many links carry one NPU's traffic at once on a dimension configured with
+    ``algorithm``: the export's rule (`astrasim.links_sharing`: link bandwidth = per-NPU
+    bandwidth / this), so the model and the exported network agree."""
+    return links_sharing(algorithm, npus)
 
 
 # --------------------------------------------------------------------- the bound
@@ -334,7 +339,9 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm):
     total = int(np.prod([max(g, 1) for g in npus]))
     lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    algos = [phase_algorithm(a, collective) for a in (tm.algorithm or ("ring",) * num)]
+    configured = tm.algorithm or ("ring",) * num
+    algos = [phase_algorithm(a, collective) for a in configured]
+    share = [link_share(a, n) for a, n in zip(configured, npus)]
     size = int(round(size_bytes))
     k = int(tm.chunks)
     chunk = size // k
@@ -353,7 +360,7 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm):
             coef, fixed, _, red, final = phase_work(algos[d], com, npus[d], remain,
                                                     int(blocks[d]), float(lat[d]),
                                                     float(tm.endpoint_delay_ns),
-                                                    tm.local_mem_bw_gbps, unit, dim=d)
+                                                    tm.local_mem_bw_gbps, unit, share[d], d)
             lat_d[d] += fixed - red
             red_d[d] += red
             coef_d[d] += coef
