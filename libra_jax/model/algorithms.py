@@ -182,6 +182,18 @@ def _hops(block, n, off):
     return min(d, n - d)
 
 
+def _route(blk, n, src, dst):
+    """The aware backend's links from ``src`` to ``dst``: a Switch's up and down, a
+    FullyConnected pair's, a Ring's hops the shorter way (ties clockwise, ``Ring::route``)."""
+    if blk == Block.SWITCH:
+        return [("up", src), ("down", dst)]
+    if blk == Block.FULLYCONNECTED:
+        return [(src, dst)]
+    step = -1 if n - (dst - src) % n < (dst - src) % n else 1
+    return [((src + j * step) % n, (src + (j + 1) * step) % n)
+            for j in range(min((dst - src) % n, (src - dst) % n))]
+
+
 def _direction(algorithm, idx, off):
     if algorithm != "halving_doubling":
         return 1
@@ -280,13 +292,10 @@ class PhaseDriver:
     def group(cls, algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps,
               window=-1, ticks=False):
         """One driver per NPU 0..n-1 of the group (the plan computed once)."""
-        first = cls(algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps,
-                    window, 0, ticks)
-        out = [first]
+        out = [cls(algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps,
+                   window, 0, ticks)] + [cls.__new__(cls) for _ in range(1, n)]
         for i in range(1, n):
-            d = cls.__new__(cls)
-            d._setup(algorithm, n, first.plan, first.bundles, i)
-            out.append(d)
+            out[i]._setup(algorithm, n, out[0].plan, out[0].bundles, i)
         return out
 
     def _setup(self, algorithm, n, plan, bundles, idx):
@@ -384,20 +393,6 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
 
     link_busy, link_wait = {}, {}
 
-    def route(src, dst):
-        if blk == Block.SWITCH:
-            return [("up", src), ("down", dst)]
-        if blk == Block.FULLYCONNECTED:
-            return [(src, dst)]
-        cw = (dst - src) % n
-        step = -1 if n - cw < cw else 1
-        hops, cur = [], src
-        while cur != dst:
-            nxt = (cur + step) % n
-            hops.append((cur, nxt))
-            cur = nxt
-        return hops
-
     def link_put(link, msg, t):
         if link_busy.get(link):
             link_wait.setdefault(link, []).append(msg)
@@ -416,7 +411,7 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
             for off, size in npus[i].general(t):
                 dest = (i + off) % n
                 if aware:
-                    link_put(route(i, dest)[0], (i, dest, size, 0), t)
+                    link_put(_route(blk, n, i, dest)[0], (i, dest, size, 0), t)
                 else:
                     push(t + fl(size / bpns + _hops(blk, n, off) * lat), "recv", dest)
         elif kind == "recv":
@@ -427,7 +422,7 @@ def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
                 link_put(data, link_wait[data].pop(0), t)
         else:  # a message arrived at the end of a link
             src, dst, size, h = data
-            path = route(src, dst)
+            path = _route(blk, n, src, dst)
             if h + 1 < len(path):
                 link_put(path[h + 1], (src, dst, size, h + 1), t)
             else:
@@ -548,17 +543,7 @@ def _tree_time_ns(n, blk, size, bw, lat, ep, lmb, gb_is_gib, aware, fl):
         heapq.heappush(ev, (t, seq[0], kind, data))
 
     def path(a, b):
-        if blk == Block.SWITCH:
-            return [("up", a), ("down", b)]
-        if blk == Block.FULLYCONNECTED or not aware:
-            return [(a, b)]
-        cw = (b - a) % n
-        step = -1 if n - cw < cw else 1
-        out, cur = [], a
-        while cur != b:
-            out.append((cur, (cur + step) % n))
-            cur = (cur + step) % n
-        return out
+        return _route(blk, n, a, b)
 
     def send(a, b, t):
         if not aware:
