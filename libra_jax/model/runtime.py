@@ -218,7 +218,8 @@ def _phases(com: int, order, involved, npus, tm):
 
 
 def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw_gbps,
-                       state: RuntimeState, now: float = 0.0, exact_cache: dict | None = None):
+                       state: RuntimeState, now: float = 0.0, exact_cache: dict | None = None,
+                       npus_per_dim=None):
     """The streams of one collective as ``Sys::generate_collective`` builds them under the
     runtime of ``tm`` (module docstring): a list with one list of `Stage` per stream.
 
@@ -231,6 +232,8 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
       now: the issue time, ns (Themis restarts its loads at a new tick).
       exact_cache: a dict kept between calls of one simulation (the exact phase times of
         the algorithms other than ring).
+      npus_per_dim: [D] the network's NPUs per dimension (the links written for a dimension
+        the collective does not use, which Themis's loads divide by); default ``group``.
     """
     exact_cache = {} if exact_cache is None else exact_cache
     npus = [int(g) for g in group]
@@ -241,7 +244,8 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
     configured = tm.algorithm or ("ring",) * num
     algos = [phase_algorithm(a, collective) for a in configured]
-    share = [link_share(a, n) for a, n in zip(configured, npus)]
+    net = [int(x) for x in (group if npus_per_dim is None else npus_per_dim)]
+    share = [link_share(a, n) for a, n in zip(configured, net)]
     link = [float(bw_gbps[d]) / share[d] for d in range(num)]  # the YAML's link bandwidth
     inter = tm.inter_dim_scheduling
     themis = inter in ("themis", "themis_flex") and collective != A2A
@@ -297,7 +301,7 @@ def link_share(algorithm: str, npus: int) -> int:
     """How many links carry one NPU's traffic at once on a dimension configured with
     ``algorithm``: the export's rule (`astrasim.links_sharing`: link bandwidth = per-NPU
     bandwidth / this), so the model and the exported network agree."""
-    return links_sharing(algorithm, npus)
+    return max(links_sharing(algorithm, npus), 1)
 
 
 # --------------------------------------------------------------------- the bound

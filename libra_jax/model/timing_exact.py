@@ -94,7 +94,8 @@ def _runtime_breakdown(code, size, comm, network, tm: TimingModel, bandwidth_gbp
     band, lat, red = np.zeros(d), np.zeros(d), np.zeros(d)
     for stages in runtime.collective_streams(int(code), float(size), node.group,
                                              network.block_codes, tm, bw,
-                                             runtime.RuntimeState()):
+                                             runtime.RuntimeState(),
+                                             npus_per_dim=network.npus):
         for st in stages:
             band[st.dim] += st.coef * factor[st.dim] / bw[st.dim] if st.coef > 0 else 0.0
             lat[st.dim] += st.fixed - st.red
