@@ -42,18 +42,19 @@ section "Every rank its own graph").
   parent) runs as one compute event while nothing else wants the compute unit (same sums,
   same order of everything else), split back when something does.
 
-The module is split by job (this one re-exports `trace_from_nodes` and the ring timings):
-`trace_setup.py` the geometry, the ranks' state, the checks, the collectives' stages, the
-result and `trace_from_nodes`; `trace_classes.py` message matching and the classes of
-ranks; `trace_rings.py` the pg_name ring
-timings (`ring_finish_unaware`, `ring_finish_aware`); this one `simulate_trace` and its
-event loop.
+* **Runtime keys** (`trace_runtime.py`): under a runtime other than ASTRA-sim's default
+  each collective's streams come from `runtime.collective_streams` (a state per simulated
+  rank), a queue runs up to ceil(active chunks / queues) streams, SmallestFirst orders them.
+
+Split by job: `trace_setup.py` (geometry, ranks, checks, stages, result, `trace_from_nodes`),
+`trace_classes.py` (messages, classes), `trace_rings.py` (pg ring timings), this one the loop.
 
 Units: ns, bytes, GB/s.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 
@@ -63,10 +64,11 @@ from libra_jax.model import pipelined
 from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, ring_signature
 from libra_jax.model.trace_classes import (match_messages, rank_classes, relayed_sends,
                                            wire_ranks)
+from libra_jax.model.trace_runtime import TraceRuntime, exact_ns, insert_at
 from libra_jax.model.trace_setup import (COLL, COMPUTE, P2P, RECV, SEND, Geometry, Rank,
                                          Shapes, Stream, TraceTiming, check_trace, own_links,
                                          timing_of, trace_from_nodes)
-from libra_jax.types import Block, LibraInputError, RankTrace, TraceSet, show
+from libra_jax.types import Block, LibraInputError, TraceSet, show
 
 __all__ = ["TraceTiming", "ring_finish_aware", "ring_finish_unaware", "simulate_trace",
            "trace_from_nodes"]
@@ -82,7 +84,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
       blocks: [D] ``types.Block`` codes. npus_per_dim: [D] NPUs per dimension (their
         product is the number of ranks).
       bandwidth_gbps: [D] per-NPU GB/s (> 0 on every dimension used).
-      tm: a `timing.TimingModel` (as for `step.simulate_step`).
+      tm: a `timing.TimingModel` (as for `step.simulate_step`; any runtime).
       classes: simulate one representative per class of equivalent ranks (exact); False
         simulates every rank (for checks).
 
@@ -91,8 +93,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
 
     Raises:
       LibraInputError: ranks that do not fit the network, a group or peer outside it, a
-        send without its recv (or the reverse), or a step that cannot finish (a dependency
-        cycle, a recv whose send never runs), naming the file and node id.
+        send without its recv (or the reverse), a step that cannot finish (naming the node).
     """
     blocks = [int(b) for b in blocks]
     npd = [int(n) for n in npus_per_dim]
@@ -101,30 +102,22 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         raise LibraInputError(f"npus_per_dim = {show(npd)} and bandwidth_gbps = "
                               f"{show(bandwidth_gbps)} need {num_dims} entries (blocks).")
     check_trace(trace, npd)
-    if not tm.is_default_runtime:
-        raise LibraInputError(
-            "system.inter_dim_scheduling / intra_dim_scheduling / collective_optimization / "
-            "algorithm / active_chunks_per_dim: an imported trace set (and a step with a "
-            "group over part of a dimension, run as pg_name rings) is timed with ASTRA-sim's "
-            "default runtime only (ascending, fifo, local_bw_aware, ring, 1 active chunk; "
-            "docs/runtime.md); remove these keys for this run.")
     bw = np.asarray(bandwidth_gbps, np.float64)
     aware = tm.network_backend == "aware"
     lifo = tm.queue_policy == "lifo"
     q = int(tm.queues_per_dim)
     limit = tm.max_inflight_collectives
-    lat = (np.zeros(num_dims) if tm.latency_ns is None
-           else np.broadcast_to(np.asarray(tm.latency_ns, np.float64), (num_dims,)))
     gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    lat_ns = [float(x) for x in lat]  # Python floats: the same values, faster sums
+    lat_ns = ([0.0] * num_dims if tm.latency_ns is None  # Python floats: faster sums
+              else [float(x) for x in np.broadcast_to(np.asarray(tm.latency_ns, np.float64),
+                                                       (num_dims,))])
     geo = Geometry(blocks, npd, bw, lat_ns, gib)
     shapes = Shapes(trace, geo, blocks, tm, aware)
+    rt = TraceRuntime(trace, shapes, geo, blocks, tm, bw)  # the runtime keys
+    per_queue, smallest_first = rt.per_queue, rt.smallest_first
     match_to, match_from = match_messages(trace)
     is_pg = np.asarray([g.ranks is not None for g in trace.groups] + [False], bool)
-
-    def pg_sig(r: int, tr: RankTrace) -> tuple:
-        return ring_signature(trace, shapes, is_pg, r, tr)
-
+    pg_sig = functools.partial(ring_signature, trace, shapes, is_pg)
     # Aware sends that leave through other NPUs' links (a Ring route of several hops, a
     # route over several dimensions): ranks of one class then load different NPUs' links
     # (a pipeline's forward and backward messages meet on the links between the stages), so
@@ -135,7 +128,6 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     reps = {}
     for r in range(trace.num_ranks):
         reps.setdefault(int(cls[r]), r)
-    rank_of_cls = reps
     ranks = [Rank(j, r, c, trace.ranks[r], num_dims, q)
              for j, (c, r) in enumerate(sorted(reps.items(), key=lambda x: x[1]))]
     by_cls = {rk.cls: rk for rk in ranks}
@@ -149,17 +141,18 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     now = 0.0
     inf = float("inf")
     comp_key = (0.0, -1, -1)  # the compute end being run (before the loop: none ran yet)
-    cur_seq = 0  # the net event being run (0: a compute end or stage end, which run before
-    # the net events of their tick)
+    cur_seq = 0  # the net event being run (0: a compute or stage end, run before the tick's)
     dirty: list = []
-
     heappush, heappop = heapq.heappush, heapq.heappop
 
     def push(t: float, kind: str, payload) -> None:
         heappush(net, (t, next(seq), kind, payload))
 
     def stage_ns(s: Stream) -> float:
-        dim, coef, fixed = s.stages[s.pos][:3]
+        st = s.stages[s.pos]
+        if len(st) > 12 and st[12] is not None:
+            return exact_ns(st)
+        dim, coef, fixed = st[:3]
         return float(fixed + (coef / bw[dim] if coef > 0 else 0.0))  # value as is
 
     # ---- the congestion-aware link model (as step.simulate_step), per simulated rank
@@ -207,7 +200,10 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         heappush(net, (t_free + la, next(seq), "arrive", msg))
 
     def start_stage_aware(s: Stream) -> None:
-        dim, coef, fixed, _, dr, _, steps, red, n_d, ring = s.stages[s.pos]
+        dim, coef, fixed, _, dr, _, steps, red, n_d, ring = s.stages[s.pos][:10]
+        if ring is None and exact_ns(s.stages[s.pos]) is not None:  # not replayed
+            push(now + exact_ns(s.stages[s.pos]), "done", s)
+            return
         s.step = 0
         if ring is not None:
             s.path, s.hops, s.pre, s.post = shapes.local_ring(ring, dr, s.rk.rank)
@@ -254,60 +250,50 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 heappush(stq, (best[0], best[1], rk.ver, rk.idx, best[2]))
 
     def try_start(rk: Rank, dim: int, qi: int) -> None:
-        if (dim, qi) in rk.running or not rk.queues[dim][qi]:
+        lst = rk.queues[dim][qi]
+        if not lst or rk.active[dim][qi] >= per_queue:
             return
         if rk.chain is not None and not aware:  # its kernel ends would sync this stage
             split_chain(rk)
         sync(rk)
-        s = rk.queues[dim][qi].pop(0)
-        rk.running[(dim, qi)] = s
-        if rk.nrun[dim] == 0:
-            rk.since[dim] = now
-        rk.nrun[dim] += 1
-        touched.append(rk)
-        if aware:
-            if not s.held:
-                start_stage_aware(s)
-        else:
-            s.rate = stage_ns(s)
+        while lst and rk.active[dim][qi] < per_queue:
+            s = lst.pop(0)
+            rk.running[(dim, qi, s.seq)] = s
+            rk.active[dim][qi] += 1
+            if rk.nrun[dim] == 0:
+                rk.since[dim] = now
+            rk.nrun[dim] += 1
+            touched.append(rk)
+            if aware:
+                if not s.held:
+                    start_stage_aware(s)
+            else:
+                s.rate = stage_ns(s)
 
     def enqueue(rk: Rank, s: Stream) -> None:
         dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
         lst = rk.queues[dim][qi]
-        at = len(lst)
-        for j, other in enumerate(lst):
-            if other.priority < s.priority:
-                at = j
-                break
-        lst.insert(at, s)
+        lst.insert(insert_at(lst, s, smallest_first), s)  # Sys::insert_stream
         try_start(rk, dim, qi)
 
-    def place(rk: Rank, i: int, k: int, stages, prio: int, held: bool) -> list:
+    def place(rk: Rank, i: int, streams, prio: int, held: bool) -> list:
         out = []
-        for _ in range(k):
-            placed = []
-            for dim, coef, fixed, kind, steps, red, n_d, ring in stages:
-                qi, dr = rk.alloc.next(dim, kind)
-                if ring is not None:
-                    pos = trace.groups[ring[0]].ranks.index(rk.rank)
-                    fixed = float(shapes.ring_ns(ring, dr)[pos])
-                placed.append((dim, coef, fixed, kind, dr, qi, steps, red, n_d, ring))
-            out.append(Stream(i, prio, placed, next(seq), rk, held))
+        for stages in streams:
+            out.append(Stream(i, prio, shapes.placed(rk, stages), next(seq), rk, held))
             enqueue(rk, out[-1])
         return out
 
     def issue_collective(rk: Rank, i: int) -> None:
         g = rk.group[i]
-        k, stages = shapes.get(rk.coll[i], rk.size[i], g)
+        streams = rt.streams(rk.rank, rk.coll[i], rk.size[i], g, now)  # [stream][stage]
         prio = rk.counter
         rk.counter += 1 if lifo else -1
-        rk.streams_left[i] = k
-        if not stages:
-            rk.streams_left[i] = 0
+        rk.streams_left[i] = k = len(streams)
+        if not k:
             return
         members = rk.members[g]
         if not members:
-            place(rk, i, k, stages, prio, False)
+            place(rk, i, streams, prio, False)
             return
         # asymmetric group: the streams take their queues now, as every collective, but
         # their first stage runs only once every member class has issued its k-th on g
@@ -315,7 +301,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         rk.issues[g] = nth + 1
         issued, waiters = pending.setdefault((g, nth), (set(), {}))
         issued.add(rk.cls)
-        streams = place(rk, i, k, stages, prio, True)
+        streams = place(rk, i, streams, prio, True)
         entry = [streams, 0]
         for c in members - issued:
             entry[1] += 1
@@ -332,7 +318,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             sync(s.rk)
             touched.append(s.rk)
             s.held = False
-            if aware and s.rk.running.get(s.stages[s.pos][0:6:5]) is s:
+            if aware and s.rk.running.get(s.stages[s.pos][0:6:5] + (s.seq,)) is s:
                 start_stage_aware(s)
 
     def finish(rk: Rank, i: int) -> None:
@@ -446,7 +432,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         s = rk.running[key]
         s.left = 1.0
         s.pos += 1
-        if s.pos < len(s.stages):
+        if s.pos < len(s.stages):  # it leaves its queue, then joins the next one
+            leave(rk, key)
             enqueue(rk, s)
         else:
             rk.streams_left[s.node] -= 1
@@ -455,11 +442,15 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 # queue (step.simulate_step): what it frees is issued first
                 finish(rk, s.node)
                 issue_ready(rk)
+            leave(rk, key)
+        try_start(rk, key[0], key[1])
+
+    def leave(rk: Rank, key) -> None:
         del rk.running[key]
+        rk.active[key[0]][key[1]] -= 1
         rk.nrun[key[0]] -= 1
         if rk.nrun[key[0]] == 0:
             rk.busy[key[0]] += now - rk.since[key[0]]
-        try_start(rk, *key)
 
     def net_events():
         """Runs the network event at the heap's head, then the next ones while the loop
@@ -498,7 +489,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             elif kind == "msg":
                 deliver(*payload)
             else:  # "done"
-                return payload.rk, (payload.stages[payload.pos][0], payload.stages[payload.pos][5])
+                st = payload.stages[payload.pos]
+                return payload.rk, (st[0], st[5], payload.seq)
             if dirty:
                 issue_dirty(None)
             if touched:
@@ -527,10 +519,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                     issue_ready(other)
         dirty.clear()
 
-    # The loop takes the next event: a compute end (lowest rank first), else a network
-    # event, else the unaware stage to end first (then the older stream), as
-    # simulate_step; a rank's stages count their remaining fraction down at each of its
-    # own events only (`sync`), which for one rank is simulate_step's arithmetic.
+    # The next event: a compute end (lowest rank first), a network event, the unaware stage
+    # to end first (then the older stream); a rank's stages count down at its own events.
     stq: list = []  # (end, stream seq, version, rank idx, queue) of each rank's next stage
     touched: list = []
     for rk in ranks:
@@ -596,4 +586,4 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             refile()
         comp_key = None
 
-    return timing_of(trace, ranks, cls, rank_of_cls)
+    return timing_of(trace, ranks, cls, reps)

@@ -204,7 +204,8 @@ class Rank:
         self.counter = 0
         self.alloc = Queues(num_dims, q)
         self.queues = [[[] for _ in range(q)] for _ in range(num_dims)]
-        self.running: dict = {}
+        self.active = [[0] * q for _ in range(num_dims)]  # running streams per queue
+        self.running: dict = {}  # (dim, queue, stream seq) -> Stream
         self.streams_left: dict = {}
         self.busy = [0.0] * num_dims  # a list while the event loop runs
         self.nrun = [0] * num_dims  # running stages per dimension, and since when
@@ -414,8 +415,29 @@ class Shapes:
         return out
 
     def ring_directions(self, collective: int) -> tuple[int, ...]:
+        """The directions a pg ring of ``collective`` may run in (its class key holds each
+        one's stage times): an all-reduce's first half of the queues is clockwise, other
+        collectives take every queue; a runtime other than the default may put any of
+        them on the second half (a Themis all-reduce's all-gather)."""
+        if not self.tm.is_default_runtime:
+            return (0, 1)
         q = int(self.tm.queues_per_dim)
         return (0,) if collective == Collective.ALLREDUCE or q < 2 else (0, 1)
+
+    def placed(self, rk, stages) -> list:
+        """One stream's stages as ``rk`` queues them: each takes its queue and direction
+        (`step.Queues`); a pg ring stage its member's stage time as its fixed part. A
+        placed stage is (dim, coef, fixed, kind, direction, queue, steps, reduction_ns,
+        NPUs, pg ring) and, under a runtime other than the default, (com, size, exact)."""
+        out = []
+        for st in stages:
+            dim, coef, fixed, kind, steps, red, n_d, ring = st[:8]
+            qi, dr = rk.alloc.next(dim, kind)
+            if ring is not None:
+                pos = self.trace.groups[ring[0]].ranks.index(rk.rank)
+                fixed = float(self.ring_ns(ring, dr)[pos])
+            out.append((dim, coef, fixed, kind, dr, qi, steps, red, n_d, ring) + st[8:])
+        return out
 
 
 def timing_of(trace: TraceSet, ranks, cls: np.ndarray, rank_of_cls: dict) -> TraceTiming:
