@@ -282,6 +282,12 @@ def timing_dict(tm: Any) -> dict:
         "queues_per_dim": int(tm.queues_per_dim) if tm.model == "pipelined" else None,
         "network_backend": tm.network_backend if tm.model == "pipelined" else None,
         "max_inflight_collectives": tm.max_inflight_collectives,
+        **({} if getattr(tm, "is_default_runtime", True) else {"runtime": {
+            "inter_dim_scheduling": tm.inter_dim_scheduling,
+            "intra_dim_scheduling": tm.intra_dim_scheduling,
+            "collective_optimization": tm.collective_optimization,
+            "algorithm": None if tm.algorithm is None else list(tm.algorithm),
+            "active_chunks_per_dim": int(tm.active_chunks_per_dim)}}),
     }
 
 

@@ -377,7 +377,14 @@ def format_evaluation(data: dict, network: Any, workload: Any, tm: Any, top: int
     words = f"model {tm.model}"
     if tm.model == "pipelined":
         words += f", schedule {tm.schedule}, {tm.chunks} chunk(s)"
-    lines += [f"step-time model: {words}, training loop {tm.training_loop}", ""]
+    lines += [f"step-time model: {words}, training loop {tm.training_loop}"]
+    if not getattr(tm, "is_default_runtime", True):
+        algo = "ring" if tm.algorithm is None else "/".join(tm.algorithm)
+        lines += [f"runtime: {tm.inter_dim_scheduling} across dimensions, "
+                  f"{tm.intra_dim_scheduling} within, {tm.collective_optimization}, "
+                  f"algorithm {algo}, {tm.active_chunks_per_dim} active chunk(s) per "
+                  "dimension (docs/runtime.md)"]
+    lines += [""]
     tiers = network.cost_tiers or ("-",) * network.num_dims
     rows = [("dim", "block", "NPUs", "cost tier", "GB/s")]
     for d in range(network.num_dims):
