@@ -203,6 +203,29 @@ def endpoint_cases():
     return cases
 
 
+def tree_chunk_cases(seed=5):
+    """One dimension, a double-binary-tree all-reduce of 1-16 chunks (the chunks pipeline
+    through the two trees, `algorithms.tree_chunks_time_ns`): n = 2..16, every block, both
+    backends (not the aware one-dimension Ring of 2, which aborts), latency, size, endpoint
+    delay and local-mem-bw drawn."""
+    rng = random.Random(seed)
+    cases, i = [], 0
+    for n, blk, backend, k in itertools.product((2, 4, 8, 16), ("RI", "FC", "SW"),
+                                                ("unaware", "aware"), (1, 2, 3, 4, 8, 16)):
+        if backend == "aware" and blk == "RI" and n == 2:
+            continue
+        cases.append(dict(
+            case_id=f"t{i:04d}", backend=backend, blocks=[blk], npus_per_dim=[n],
+            bandwidth_GBps=[rng.choice([25, 50, 100, 200])],
+            latency_ns=[rng.choice([0, 100, 500, 1000])], impl=["doubleBinaryTree"],
+            coll="all_reduce", bytes=rng.choice([1 << 20, 3 << 20, 1 << 22, 5 << 18]),
+            chunks=k, endpoint_delay_ns=rng.choice([1, 10, 100]),
+            local_mem_bw_GBps=rng.choice([1e6, 50, 1600]),
+            collective_optimization="baseline"))
+        i += 1
+    return cases
+
+
 # ------------------------------------------------------------------------- the model
 ALGO = {"ring": ("ring", -1), "oneRing": ("ring", -1), "direct": ("direct", -1),
         "oneDirect": ("direct", -1), "halvingDoubling": ("halving_doubling", -1),
@@ -233,6 +256,15 @@ def model_ns(row, ticks=True):
     sp = lambda k, f: [f(x) for x in str(row[k]).split("|")]  # noqa: E731
     impl = sp("impl", algo_of)
     npd, k = sp("npus_per_dim", int), int(row["chunks"])
+    if k > 1 and len(npd) == 1 and impl[0][0] == "double_binary_tree":
+        # the chunks pipeline through the two trees: every NPU's replay; ASTRA-sim's
+        # split (streams of floor(size / chunks) bytes, one more for a remainder)
+        chunk = int(row["bytes"]) // k
+        return A.tree_chunks_time_ns(
+            npd[0], blk[row["blocks"]], chunk, -(-int(row["bytes"]) // chunk),
+            float(row["bandwidth_GBps"]), float(row["latency_ns"]),
+            float(row["endpoint_delay_ns"]), float(row["local_mem_bw_GBps"]), True,
+            row["backend"], ticks)
     if k > 1 and (len(npd) > 1 or impl[0][0] == "double_binary_tree"):
         return None
     windows = {w for _, w in impl}
@@ -291,7 +323,8 @@ def main(argv=None):
                       f"worst {worst:.2e}")
         return 0
     cases = {"single": single_cases, "multi": multi_cases, "endpoint": endpoint_cases,
-             "multi_valid": lambda: multi_cases(3, 60, "v", True)}
+             "multi_valid": lambda: multi_cases(3, 60, "v", True),
+             "tree_chunks": tree_chunk_cases}
     todo = []
     for s in (("single", "multi", "multi_valid", "endpoint") if a.sweep == "all"
               else (a.sweep,)):

@@ -529,69 +529,121 @@ def _tree_stage(n, block, size, lat, ep, lmb, unit, backend):
 
 
 def _tree_time_ns(n, blk, size, bw, lat, ep, lmb, gb_is_gib, aware, fl):
-    """Event replay of ``DoubleBinaryTreeAllReduce::run`` on every node (one chunk)."""
-    parent, children = tree_links(n)
+    """One chunk's tree all-reduce: the last NPU's exit (`tree_replay`)."""
+    return max(tree_replay(n, blk, [size], [0], bw, lat, ep, lmb, gb_is_gib, aware, fl)[0])
+
+
+def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, queues=1):
+    """Event replay of ``DoubleBinaryTreeAllReduce::run`` on every NPU for chunks of
+    ``sizes`` bytes on trees ``trees`` (0 ``RootMax``, 1 ``RootMin`` = ``RootMax`` rotated
+    by one, `DoubleBinaryTreeTopology::get_topology` alternates), every NPU running chunk
+    ``j`` in queue ``j % queues`` one at a time (from 0 ns) -> [chunks][n] exit times (ns).
+    A leaf exits when its parent's data is through its memory bus, an intermediate / root
+    when it sends down: NPUs leave a chunk at different times, and a child's message that
+    arrives before its parent runs that chunk waits for it (``sim_recv``: the callback runs
+    at once when the recv is posted)."""
+    par0, ch0 = tree_links(n)
+    rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
+           [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
+    shape = ((par0, ch0), rot)
     bpns = bw * (GIB_PER_GB if gb_is_gib else 1.0)
-    red = _tree_red(size, lmb, fl)
-    ev, seq = [], [0]
-    link_busy, link_wait = {}, {}
-    got = [0] * n  # messages from children received
-    done = [None] * n
+    k = len(sizes)
+    ev, seq, busy, wait = [], [0], {}, {}
+    got = [[0] * n for _ in range(k)]
+    started = [[False] * n for _ in range(k)]
+    out = [[None] * n for _ in range(k)]
 
     def push(t, kind, data):
         seq[0] += 1
         heapq.heappush(ev, (t, seq[0], kind, data))
 
-    def path(a, b):
-        return _route(blk, n, a, b)
-
-    def send(a, b, t):
+    def send(a, b, j, t):
         if not aware:
-            push(t + fl(size / bpns + _hops(blk, n, b - a) * lat), "recv", (a, b))
+            push(t + fl(sizes[j] / bpns + _hops(blk, n, b - a) * lat), "recv", (a, b, j))
         else:
-            put(path(a, b)[0], (a, b, 0), t)
+            put(_route(blk, n, a, b)[0], (a, b, j, 0), t)
 
     def put(link, msg, t):
-        if link_busy.get(link):
-            link_wait.setdefault(link, []).append(msg)
+        if busy.get(link):
+            wait.setdefault(link, []).append(msg)
             return
-        link_busy[link] = True
-        push(t + fl(size / bpns), "free", link)
-        push(t + fl(size / bpns + lat), "hop", msg)
+        busy[link] = True
+        push(t + fl(sizes[msg[2]] / bpns), "free", link)
+        push(t + fl(sizes[msg[2]] / bpns + lat), "hop", msg)
+
+    def start(i, j, t):
+        started[j][i] = True
+        par, ch = shape[trees[j]]
+        if not ch[i]:  # a leaf: through the memory bus, then up
+            push(t + ep, "up", (i, j))
+        elif got[j][i] == len(ch[i]):  # its children's data came first
+            push(t + ep + _tree_red(sizes[j], lmb, fl), "down" if par[i] < 0 else "up", (i, j))
+
+    def leave(i, j, t):
+        out[j][i] = t
+        if j + queues < k:
+            start(i, j + queues, t)
 
     for i in range(n):
-        if not children[i]:  # a leaf: through the memory bus, then up
-            push(ep, "up", i)
+        for j in range(min(queues, k)):
+            start(i, j, 0.0)
     while ev:
         t, _, kind, data = heapq.heappop(ev)
+        if kind == "free":
+            busy[data] = False
+            if wait.get(data):
+                put(data, wait[data].pop(0), t)
+            continue
+        if kind == "hop":
+            a, b, j, h = data
+            p = _route(blk, n, a, b)
+            if h + 1 < len(p):
+                put(p[h + 1], (a, b, j, h + 1), t)
+                continue
+            kind, data = "recv", (a, b, j)
+        i, j = data[-2:]
+        par, ch = shape[trees[j]]
+        red = _tree_red(sizes[j], lmb, fl)
         if kind == "up":
-            send(data, parent[data], t)
-        elif kind == "free":
-            link_busy[data] = False
-            if link_wait.get(data):
-                put(data, link_wait[data].pop(0), t)
-        elif kind in ("hop", "recv"):
-            if kind == "hop":
-                a, b, h = data
-                p = path(a, b)
-                if h + 1 < len(p):
-                    put(p[h + 1], (a, b, h + 1), t)
-                    continue
-            else:
-                a, b = data
-            if parent[b] == a:  # from the parent: down the tree
-                if children[b]:
-                    push(t + ep + red, "down", b)
-                else:
-                    push(t + ep, "end", b)
-            else:  # from a child: reduce; send up (or the root: down) once all are in
-                got[b] += 1
-                if got[b] == len(children[b]):
-                    push(t + ep + red, "down" if parent[b] == -1 else "up", b)
+            send(i, par[i], j, t)
         elif kind == "down":
-            for c in children[data]:
-                send(data, c, t)
-            done[data] = t
-        else:  # "end"
-            done[data] = t
-    return max(done)
+            for c in ch[i]:
+                send(i, c, j, t)
+            leave(i, j, t)
+        elif kind == "end":
+            leave(i, j, t)
+        elif par[i] == data[0]:  # from the parent: down the tree (a leaf: done)
+            push(t + ep + (red if ch[i] else 0.0), "down" if ch[i] else "end", (i, j))
+        else:  # from a child: reduce; send up (the root: down) once all are in
+            got[j][i] += 1
+            if got[j][i] == len(ch[i]) and started[j][i]:
+                push(t + ep + red, "down" if par[i] < 0 else "up", (i, j))
+    return out
+
+
+def tree_chunks_time_ns(n, block, chunk_bytes, chunks, bw_gbps, latency_ns,
+                        endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, backend="unaware",
+                        ticks=False, queues=1, first_tree=0):
+    """A one-dimension tree all-reduce of ``chunks`` streams of ``chunk_bytes`` (ns): the
+    last exit of `tree_replay` (alternating trees from ``first_tree``)."""
+    check_algorithm("double_binary_tree", Collective.ALLREDUCE, n, block)
+    out = tree_replay(n, int(block), [float(chunk_bytes)] * chunks,
+                      [(first_tree + j) % 2 for j in range(chunks)], bw_gbps,
+                      float(latency_ns), float(endpoint_delay_ns), local_mem_bw_gbps,
+                      gb_is_gib, backend == "aware", math.floor if ticks else float, queues)
+    return max(max(x) for x in out)
+
+
+def tree_follow_ns(n, block, bytes_prev, bytes_this, same_tree, bw_gbps, latency_ns,
+                   endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, backend="unaware"):
+    """How long after the previous tree chunk in its queue a chunk ends at the earliest,
+    less its own time alone (ns): `tree_replay` of the two from one start, the second's
+    end minus its `phase_time_ns`. Its NPUs run it once they left the previous one, so its
+    end is max(own start + own time, previous start + this + own time) (exact on the
+    unaware backend, where the replay is max-plus in the NPUs' start times: a chunk
+    starting later than all NPUs' exits of the previous one ends its time alone after)."""
+    args = (bw_gbps, float(latency_ns), float(endpoint_delay_ns), local_mem_bw_gbps,
+            gb_is_gib, backend == "aware", float)
+    two = tree_replay(n, int(block), [float(bytes_prev), float(bytes_this)],
+                      [0, 0 if same_tree else 1], *args)
+    return max(two[1]) - max(tree_replay(n, int(block), [float(bytes_this)], [0], *args)[0])
