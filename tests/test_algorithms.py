@@ -229,6 +229,8 @@ def test_model_matches_astrasim(ticks, tol):
     for (impl, backend), (runs, worst) in res.items():
         single = "dim" not in impl
         limit = (1e-5 if ticks else 2.6e-3) if single else tol
+        if impl == "doubleBinaryTree" and not ticks:  # up to 16 chunks' floors
+            limit = 3.3e-3
         assert worst < limit, (impl, backend, runs, worst)
 
 
@@ -334,3 +336,41 @@ def test_pinned_aware_non_ring_runtime_runs():
         assert err <= (0.20 if ring_hd else 0.02), (case["case_id"], err)
         checked += 1
     assert checked >= 90
+
+
+def test_tree_chunks_match_astrasim_runs():
+    """Several chunks pipeline through the alternating trees (`tree_replay`, every NPU):
+    the 138 stored one-dimension runs of 1-16 chunks, both backends, to the integer ns."""
+    import csv
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
+    import astrasim_algorithms as X
+    path = pathlib.Path(__file__).resolve().parents[1] / ("experiments/results/"
+                                                         "astrasim_algorithms/tree_chunks.csv")
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 138 and {int(r["chunks"]) for r in rows} == {1, 2, 3, 4, 8, 16}
+    for r in rows:
+        m = X.model_ns(r, ticks=True)
+        assert abs(m - float(r["astra_ns"])) <= 4.0, (r["case_id"], m, r["astra_ns"])
+
+
+def test_tree_follow_hand_checked():
+    """Two chunks from one start, unaware FullyConnected 4 (m = 1e6 B / 100 GB/s, L = 500,
+    e = 10, no reduction): alone 2 s (m + L) + (2 s + 1) e = 4 (m + 510) + 10 (s = 2);
+    the second tree's leaves left the first chunk early, its bottleneck (the first
+    tree's leaves) only misses the first leaf hop: follow = T - (e + m + L). The same tree
+    twice: no overlap (follow = T)."""
+    m = 1e6 / 100.0
+    t = 4 * (m + 510.0) + 10.0
+    assert A.phase_time_ns("double_binary_tree", Collective.ALLREDUCE, 4,
+                           Block.FULLYCONNECTED, 1e6, 100.0, 500.0, 10.0, None,
+                           False) == pytest.approx(t)
+    alt = A.tree_follow_ns(4, Block.FULLYCONNECTED, 1e6, 1e6, False, 100.0, 500.0, 10.0,
+                           None, False)
+    assert alt == pytest.approx(t - (10.0 + m + 500.0))
+    assert A.tree_follow_ns(4, Block.FULLYCONNECTED, 1e6, 1e6, True, 100.0, 500.0, 10.0,
+                            None, False) == pytest.approx(t)
+    assert A.tree_chunks_time_ns(4, Block.FULLYCONNECTED, 1e6, 5, 100.0, 500.0, 10.0, None,
+                                 False) == pytest.approx(t + 4 * alt)

@@ -4,36 +4,16 @@ discrete-event replay of the simulator's system layer (``docs/step_simulation.md
 * `step_graph` turns a workload and a training loop into the node list every NPU runs
   (`types.StepNode`): compute nodes and collectives with their dependencies. The same graph
   is exported as Chakra execution traces (`inputs/chakra.py`).
-* `simulate_step` times it. Compute runs one node at a time. A collective is split into
-  ``chunks`` streams; each stream visits the involved dimensions in ASTRA-sim's fixed
-  order (`pipelined.chunk_stages`). Every dimension has ``queues_per_dim`` queues and each
-  queue runs one stream at a time (``active-chunks-per-dimension`` 1). A queue is a
-  priority list: a collective's chunks share one priority, a newer collective's is higher
-  (``lifo``, ASTRA-sim's default) or lower (``fifo``); a stream arriving at a queue goes
-  behind the running stream and every waiting stream of equal or higher priority
-  (``Sys::insert_stream``). All-reduce stages up the dimensions and on the last one use the
-  first half of a dimension's queues and its all-gather stages back down the second half;
-  the other collectives take the queues round robin (``QueueLevelHandler``). At most
-  ``max_inflight_collectives`` collectives are in flight (stock ASTRA-sim: 1); a ready
-  collective beyond it waits, and ready nodes are issued lowest id first. A collective's
-  end is reported while its last stream still holds its queue, so what the end frees (a
-  ZeRO all-gather, a collective held back by the in-flight limit) is issued before that
-  queue is handed over: under LIFO it goes ahead of the streams waiting there
-  (``docs/step_simulation.md`` section 6).
-* The link model (``network_backend``): ``unaware`` times a stage as ``bytes / bw +
-  fixed`` whatever else runs; ``aware`` (ASTRA-sim's congestion-aware backend) replays
-  every ring message link by link: a stage of ``steps`` messages sends one, waits for it to
-  arrive, then (endpoint delay, local reduction) sends the next; a message is stored and
-  forwarded at every hop (a Switch: NPU -> switch -> NPU, 2 links), and each link is a
-  FIFO that serialises one message at a time (``bytes / bw``, then the hop latency to the
-  next device; ``congestion_aware/Link.cpp``). Every NPU runs the same step, so one NPU's
-  links stand for all: per dimension a Switch's up and down link (both directions use
-  them), a Ring / FullyConnected dimension's link each way round (one link when it has 2
-  NPUs). Alone, a stage takes exactly the ``unaware`` time with a Switch's bytes twice.
-  A direct / halving-doubling stage is driven by its representative NPU's state machine
-  (`algorithms.PhaseDriver`) over the same links, a peer ``k`` places on by its own
-  FullyConnected link, the Switch's two, or a Ring's shorter way hop by hop
-  (``docs/algorithms.md``); a tree stage takes its exact time alone.
+* `simulate_step` times it: compute one node at a time; a collective's ``chunks`` streams
+  visit the involved dimensions in ASTRA-sim's order, each dimension's ``queues_per_dim``
+  priority queues running one stream at a time (``Sys::insert_stream``,
+  ``QueueLevelHandler``); at most ``max_inflight_collectives`` in flight; a collective's end
+  is reported while its last stream still holds its queue (``docs/step_simulation.md``).
+* The link model (``network_backend``, ``docs/step_simulation.md``, ``docs/algorithms.md``):
+  ``unaware`` times a stage as ``bytes / bw + fixed`` whatever else runs; ``aware`` replays
+  every message link by link through FIFO store-and-forward links, one NPU's links standing
+  for all (direct / halving-doubling driven by `algorithms.PhaseDriver`). A tree chunk (both
+  backends) hands its queue on before its end (`algorithms.tree_follow_ns`).
 
 Everything here is host numpy (an exact evaluation at given bandwidths, as `evaluate` and
 the certified gap of `train` need); the convex model the solver optimises is in
@@ -174,10 +154,8 @@ class _Stream:
 
 
 class Queues:
-    """Per-dimension queue allocation, as ``QueueLevelHandler`` (one per dimension): round
-    robin over all queues (``get_next_queue_id``; the second half go anticlockwise), over
-    the first half (all-reduce up and last stages) or over the second half (its way down).
-    With one queue, everything uses queue 0 (the second half is queue 0 too)."""
+    """Per-dimension queue allocation, as ``QueueLevelHandler``: round robin over all queues
+    (the second half anticlockwise), the first half (all-reduce up) or the second (down)."""
 
     def __init__(self, num_dims: int, q: int):
         self.q = q
@@ -292,8 +270,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     alloc = Queues(num_dims, q)
     queues = [[[] for _ in range(q)] for _ in range(num_dims)]  # waiting lists, running first
     running: dict[tuple[int, int, int], _Stream] = {}  # (dim, queue, stream seq)
-    # streams a queue runs at once (Sys: ceil(active-chunks-per-dimension / queues))
-    per_queue = -(-int(tm.active_chunks_per_dim) // q)
+    per_queue = -(-int(tm.active_chunks_per_dim) // q)  # streams a queue runs at once (Sys)
     active = {(d, qi): 0 for d in range(num_dims) for qi in range(q)}
     default_runtime = tm.is_default_runtime
     smallest_first = tm.intra_dim_scheduling == "smallest_first"
@@ -304,6 +281,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     compute_until = None  # (end time, node)
     inflight = 0
     counter = 0  # priority counter (Sys::get_priority)
+    trees = [0] * num_dims  # each tree dimension's next tree (its topology's counter)
     seq = 0
     now = 0.0
 
@@ -361,15 +339,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     def start_stage_aware(s: _Stream) -> None:
         stage = s.stages[s.pos]
         if len(stage) > 10 and stage[10] is not None:
-            # an algorithm other than ring: the representative NPU's state machine drives
-            # its messages over the shared links (every NPU alike: it receives its k-th
-            # message when its own k-th one arrives). The tree's NPUs differ: its exact
-            # time alone (`algorithms.phase_time_ns`), no link shared.
+            # direct / halving-doubling: the representative NPU's PhaseDriver over the
+            # shared links (it receives its k-th message when its own k-th one arrives)
             dim, com, size = stage[0], stage[8], stage[9]
             alg, n_d = algos[dim], int(nodes[s.node].group[dim])
-            if alg == "double_binary_tree":
-                push(now + stage[10], "done", s)
-                return
             s.driver = algorithms.PhaseDriver(
                 alg, com, n_d, size / n_d if com == runtime.AG else size, endpoint,
                 tm.local_mem_bw_gbps, dim=dim)
@@ -387,6 +360,32 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         s.red_step = red / s.reductions if s.reductions else 0.0
         push(now + pre_send_ns(s), "send", s)
 
+    tree_last: dict = {}  # (dim, queue) -> its last tree chunk started: (start, tree, bytes)
+
+    def start_tree(s: _Stream) -> None:
+        """A tree chunk: its NPUs run it once they left the queue's previous chunk, so it
+        ends at max(now, previous start + `algorithms.tree_follow_ns`) + its time alone;
+        the queue takes its next chunk after the shorter follow time (same tree or not)."""
+        dim, size, tree, alone = (s.stages[s.pos][k] for k in (0, 9, 11, 10))
+        at, q_key, hold = now, (dim, s.stages[s.pos][5]), alone
+        args = (int(nodes[s.node].group[dim]), blocks[dim])
+        rest = (bw[dim] / runtime.link_share(algos[dim], npd[dim]), lat[dim], endpoint,
+                tm.local_mem_bw_gbps, tm.gb_is_gib, tm.network_backend)
+        def follow(prev, same):
+            key = ("tree", dim, *args, prev, size, same)
+            if key not in exact_cache:
+                exact_cache[key] = algorithms.tree_follow_ns(*args, prev, size, same, *rest)
+            return exact_cache[key]
+
+        if per_queue == 1:  # (a queue running several at once: each its time alone)
+            if q_key in tree_last:
+                t0, tree0, size0 = tree_last[q_key]
+                at = max(at, t0 + follow(size0, tree0 == tree))
+            tree_last[q_key] = (at, tree, size)
+            hold = min(follow(size, True), follow(size, False), hold)
+        push(at + hold, "release", s)
+        push(at + alone, "done", s)
+
     def net_event(kind: str, payload, t: float):
         """One link event; -> the finished stream's running key, or None."""
         if kind == "send":
@@ -400,9 +399,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 push(t, "done", s)
         elif kind == "free":
             link_busy[payload] = False
-            waiting = link_wait.get(payload)
-            if waiting:
-                link_put(payload, waiting.pop(0), t)
+            if link_wait.get(payload):
+                link_put(payload, link_wait[payload].pop(0), t)
         elif kind == "arrive" and len(payload) > 2:  # an algorithm's message
             s, hop, p, ns = payload
             if hop + 1 < len(p):
@@ -410,7 +408,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             else:
                 for tt in s.driver.received(t):
                     push(tt, "general", s)
-        elif kind == "arrive":
+        elif kind == "arrive":  # a ring message
             s, hop = payload
             if hop + 1 < len(s.path):
                 link_put(s.path[hop + 1], (s, hop + 1), t)
@@ -421,8 +419,13 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 else:
                     post = s.red_step if s.reductions >= s.steps else 0.0
                     push(t + post, "done", s)
+        elif kind == "release":  # a tree chunk hands its queue on (if it still holds it)
+            key = s_key(payload)
+            if running.pop(key, None) is not None:
+                active[key[:2]] -= 1
+                try_start(*key[:2])
         else:  # "done"
-            return s_key(payload)
+            return s_key(payload), payload
         return None
 
     def s_key(s: _Stream) -> tuple[int, int, int]:
@@ -433,7 +436,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             s = queues[dim][qi].pop(0)
             running[(dim, qi, s.seq)] = s
             active[(dim, qi)] += 1
-            if aware:
+            if len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None:
+                start_tree(s)
+            elif aware:
                 start_stage_aware(s)
 
     def enqueue(s: _Stream, start: bool = True) -> None:
@@ -463,14 +468,17 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         if not default_runtime and nodes[i].collective != Collective.SENDRECV:
             streams = runtime.collective_streams(nodes[i].collective, nodes[i].size_bytes,
                                                  nodes[i].group, blocks, tm, bw, state, now,
-                                                 exact_cache)
+                                                 exact_cache, npd)
             streams_left[i] = len(streams)
             for stages in streams:
                 placed = []
                 for st in stages:
                     qi, dr = alloc.next(st.dim, st.kind)
+                    tree = None  # DoubleBinaryTreeTopology: RootMax / RootMin in turn
+                    if algos[st.dim] == "double_binary_tree" and st.exact is not None:
+                        tree, trees[st.dim] = trees[st.dim], 1 - trees[st.dim]
                     placed.append((st.dim, st.coef, st.fixed, st.kind, dr, qi, st.steps,
-                                   st.red, st.com, st.size, st.exact))
+                                   st.red, st.com, st.size, st.exact, tree))
                 seq += 1
                 enqueue(_Stream(i, prio, placed, seq))
             return
@@ -528,11 +536,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         t_next, what = np.inf, None
         if compute_until is not None:
             t_next, what = compute_until[0], ("compute", None)
-        if aware:
-            if net and net[0][0] < t_next:
-                t_next, what = net[0][0], ("net", None)
-        else:
+        if net and net[0][0] < t_next:  # links (aware) and tree chunks (both)
+            t_next, what = net[0][0], ("net", None)
+        if not aware:
             for key, s in running.items():
+                if len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None:
+                    continue
                 total = stage_ns(s)
                 rates[key] = total
                 t = now + s.left * total
@@ -555,37 +564,36 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         else:
             if what[0] == "net":
                 _, _, kind, payload = heapq.heappop(net)
-                key = net_event(kind, payload, now)
-                if key is None:
+                got = net_event(kind, payload, now)
+                if got is None:
                     continue
+                key, s = got
             else:
-                key = what[1]
-            s = running[key]  # the stage ends, but the stream holds its queue until ...
+                key, s = what[1], running[what[1]]
+            held = key in running  # the stage ends, but the stream holds its queue until ...
             s.left = 1.0
             s.pos += 1
             if s.pos < len(s.stages):
-                # it leaves its queue first (a queue running several streams may start it
-                # again at once under the same key)
-                del running[key]
-                active[key[:2]] -= 1
-                # Sys::proceed_to_next_vnet_baseline: the stream joins its next queue, then
-                # the queue it left starts its next stream, then the new queue (on the aware
-                # backend the order of their first sends at one tick)
+                # it leaves its queue first (which may start it again under the same key)
+                if held:
+                    del running[key]
+                    active[key[:2]] -= 1
+                # Sys::proceed_to_next_vnet_baseline: it joins its next queue, the queue it
+                # left starts its next stream, then the new queue (aware: send order)
                 enqueue(s, start=False)
                 try_start(*key[:2])
                 try_start(s.stages[s.pos][0], s.stages[s.pos][5])
             else:
                 streams_left[s.node] -= 1
                 if streams_left[s.node] == 0:
-                    # ... the collective's end has been reported: ASTRA-sim's DataSet tells
-                    # the workload while the last stream still sits first in its queue
-                    # (Sys::proceed_to_next_vnet_baseline), and the workload issues what that
-                    # frees at once. A collective issued now is queued behind the finishing
-                    # stream only, so under LIFO it goes ahead of every stream waiting there.
+                    # ... its end is reported (DataSet, while the last stream still sits
+                    # first in its queue): what it frees is issued at once, under LIFO ahead
+                    # of every stream waiting there (docs/step_simulation.md section 6)
                     finish(s.node)
                     issue_ready()
-                del running[key]
-                active[key[:2]] -= 1
+                if held:
+                    del running[key]
+                    active[key[:2]] -= 1
             try_start(*key[:2])
         issue_ready()
     return StepTiming(float(np.nanmax(end)) if n else 0.0, start, end, busy)
