@@ -1,0 +1,187 @@
+"""ASTRA-sim's double binary tree (``DoubleBinaryTreeAllReduce.cc``,
+``DoubleBinaryTreeTopology`` / ``BinaryTree``) on one dimension, and the links and hops of a
+message on a dimension's block, which every algorithm's replay uses
+(``docs/algorithms.md``). Split from `algorithms.py`, which calls these and re-exports the
+public tree functions.
+
+Host numpy / plain floats. Units: bytes, ns, GB/s (1 GB = 2^30 B when ``gb_is_gib``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from libra_jax.model.pipelined_work import GIB_PER_GB
+from libra_jax.types import Block
+
+
+# ------------------------------------------------------------------ links and hops
+def hops(block, n, off):
+    """Hops of a message to the peer ``off`` places on: 2 through a Switch, 1 on a
+    FullyConnected dimension, the shorter way round a Ring."""
+    if int(block) == Block.SWITCH:
+        return 2
+    if int(block) == Block.FULLYCONNECTED:
+        return 1
+    d = off % n
+    return min(d, n - d)
+
+
+def route(blk, n, src, dst):
+    """The aware backend's links from ``src`` to ``dst``: a Switch's up and down, a
+    FullyConnected pair's, a Ring's hops the shorter way (ties clockwise, ``Ring::route``)."""
+    if blk == Block.SWITCH:
+        return [("up", src), ("down", dst)]
+    if blk == Block.FULLYCONNECTED:
+        return [(src, dst)]
+    step = -1 if n - (dst - src) % n < (dst - src) % n else 1
+    return [((src + j * step) % n, (src + (j + 1) * step) % n)
+            for j in range(min((dst - src) % n, (src - dst) % n))]
+
+
+
+# ------------------------------------------------------------------ double binary tree
+def tree_links(n):
+    """(parent [n], children [n] lists) of ASTRA-sim's first tree (``RootMax``;
+    ``BinaryTree.cc``): a root whose only child is a complete binary tree of n - 1 nodes,
+    ids given in order (left subtree, node, right subtree) from 0, so the root is n - 1."""
+    parent, children = [-1] * n, [[] for _ in range(n)]
+    depth = 1 + int(math.floor(math.log2(n)))  # BinaryTree's depth loop
+
+    def build(d, lo):  # a complete subtree of depth d with in-order ids from lo -> root id
+        if d == 1:
+            return lo, lo + 1
+        left, nxt = build(d - 1, lo)
+        me = nxt
+        right, nxt = build(d - 1, me + 1)
+        parent[left] = parent[right] = me
+        children[me] = [left, right]
+        return me, nxt
+
+    sub, root = build(depth - 1, 0)
+    parent[sub] = root
+    children[root] = [sub]
+    return parent, children
+
+
+def _tree_red(size, lmb, fl):
+    return 0.0 if lmb is None else 3.0 * fl(size / lmb)
+
+
+def tree_stage(n, block, size, lat, ep, lmb, unit, backend):
+    """The unaware stage of a tree all-reduce (every message the whole buffer): 2 s sends
+    (s = log2 n levels below the root), 2 s + 1 endpoint delays, 2 s - 1 reductions, each
+    send's hops the longest parent-child distance on its level (a Ring; FC 1, Switch 2).
+    Returns (bytes_coef, fixed_ns, steps, reduction_ns, out_bytes, affine on the unaware
+    backend); `algorithms.phase_stage` makes it a `PhaseStage`."""
+    s = int(round(math.log2(n)))
+    parent, _ = tree_links(n)
+    depth = [0] * n
+    for i in range(n):
+        j = i
+        while parent[j] != -1:
+            j = parent[j]
+            depth[i] += 1
+    hop_lat = 0.0
+    for lev in range(1, s + 1):  # the edge into a node of depth lev (each used twice)
+        hop_lat += 2 * lat * max(hops(block, n, i - parent[i]) for i in range(n)
+                                 if depth[i] == lev)
+    red = (2 * s - 1) * _tree_red(size, lmb, float)
+    coef = 2 * s * size * unit * (2.0 if backend == "aware" and int(block) == Block.SWITCH
+                                  else 1.0)
+    return (coef, hop_lat + (2 * s + 1) * ep + red, float(2 * s), red, size,
+            int(block) != Block.RING)
+
+
+def tree_time_ns(n, blk, size, bw, lat, ep, lmb, gb_is_gib, aware, fl):
+    """One chunk's tree all-reduce: the last NPU's exit (`tree_replay`)."""
+    return max(tree_replay(n, blk, [size], [0], bw, lat, ep, lmb, gb_is_gib, aware, fl)[0])
+
+
+def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, queues=1):
+    """Event replay of ``DoubleBinaryTreeAllReduce::run`` on every NPU for chunks of
+    ``sizes`` bytes on trees ``trees`` (0 ``RootMax``, 1 ``RootMin`` = ``RootMax`` rotated
+    by one, `DoubleBinaryTreeTopology::get_topology` alternates), every NPU running chunk
+    ``j`` in queue ``j % queues`` one at a time (from 0 ns) -> [chunks][n] exit times (ns).
+    A leaf exits when its parent's data is through its memory bus, an intermediate / root
+    when it sends down: NPUs leave a chunk at different times, and a child's message that
+    arrives before its parent runs that chunk waits for it (``sim_recv``: the callback runs
+    at once when the recv is posted)."""
+    par0, ch0 = tree_links(n)
+    rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
+           [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
+    shape = ((par0, ch0), rot)
+    bpns = bw * (GIB_PER_GB if gb_is_gib else 1.0)
+    k = len(sizes)
+    ev, seq, busy, wait = [], [0], {}, {}
+    got = [[0] * n for _ in range(k)]
+    started = [[False] * n for _ in range(k)]
+    out = [[None] * n for _ in range(k)]
+
+    def push(t, kind, data):
+        seq[0] += 1
+        heapq.heappush(ev, (t, seq[0], kind, data))
+
+    def send(a, b, j, t):
+        if not aware:
+            push(t + fl(sizes[j] / bpns + hops(blk, n, b - a) * lat), "recv", (a, b, j))
+        else:
+            put(route(blk, n, a, b)[0], (a, b, j, 0), t)
+
+    def put(link, msg, t):
+        if busy.get(link):
+            wait.setdefault(link, []).append(msg)
+            return
+        busy[link] = True
+        push(t + fl(sizes[msg[2]] / bpns), "free", link)
+        push(t + fl(sizes[msg[2]] / bpns + lat), "hop", msg)
+
+    def start(i, j, t):
+        started[j][i] = True
+        par, ch = shape[trees[j]]
+        if not ch[i]:  # a leaf: through the memory bus, then up
+            push(t + ep, "up", (i, j))
+        elif got[j][i] == len(ch[i]):  # its children's data came first
+            push(t + ep + _tree_red(sizes[j], lmb, fl), "down" if par[i] < 0 else "up", (i, j))
+
+    def leave(i, j, t):
+        out[j][i] = t
+        if j + queues < k:
+            start(i, j + queues, t)
+
+    for i in range(n):
+        for j in range(min(queues, k)):
+            start(i, j, 0.0)
+    while ev:
+        t, _, kind, data = heapq.heappop(ev)
+        if kind == "free":
+            busy[data] = False
+            if wait.get(data):
+                put(data, wait[data].pop(0), t)
+            continue
+        if kind == "hop":
+            a, b, j, h = data
+            p = route(blk, n, a, b)
+            if h + 1 < len(p):
+                put(p[h + 1], (a, b, j, h + 1), t)
+                continue
+            kind, data = "recv", (a, b, j)
+        i, j = data[-2:]
+        par, ch = shape[trees[j]]
+        red = _tree_red(sizes[j], lmb, fl)
+        if kind == "up":
+            send(i, par[i], j, t)
+        elif kind == "down":
+            for c in ch[i]:
+                send(i, c, j, t)
+            leave(i, j, t)
+        elif kind == "end":
+            leave(i, j, t)
+        elif par[i] == data[0]:  # from the parent: down the tree (a leaf: done)
+            push(t + ep + (red if ch[i] else 0.0), "down" if ch[i] else "end", (i, j))
+        else:  # from a child: reduce; send up (the root: down) once all are in
+            got[j][i] += 1
+            if got[j][i] == len(ch[i]) and started[j][i]:
+                push(t + ep + red, "down" if par[i] < 0 else "up", (i, j))
+    return out
