@@ -1,5 +1,6 @@
 """ASTRA-sim's runtime keys in the trace replay (`model/trace_runtime.py`, issue 33): a trace
-set of one graph on every rank is `step.simulate_step` under random runtimes; pg_name rings
+set of one graph on every rank is `step.simulate_step` under random runtimes (every
+algorithm, both backends; trees over several chunks); pg_name rings
 under Themis / round robin / SmallestFirst / active chunks against hand-reasoned times; the
 real-system presets (their steps have groups over part of a dimension) under Themis."""
 
@@ -10,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from libra_jax.model import step, step_trace, timing
+from libra_jax.model import algorithms, runtime, step, step_trace, timing
 from libra_jax.model.trace_runtime import TraceRuntime
 from libra_jax.model.trace_setup import Geometry, Shapes
 from libra_jax.types import (Block, Collective, CommGroup, RankTrace, StepNode, TraceNode,
@@ -86,6 +87,75 @@ def test_other_algorithms_unaware_are_simulate_step(seed):
     algo = [("direct", "ring", "ring"), ("halving_doubling", "halving_doubling", "ring"),
             ("direct", "halving_doubling", "ring")][seed % 3]
     _same(_graph(rng, 30, first_always=True), _runtime(rng, "unaware", algo))
+
+
+ALGOS = [("direct", "ring", "ring"), ("halving_doubling", "halving_doubling", "ring"),
+         ("direct", "halving_doubling", "direct"),
+         ("double_binary_tree", "double_binary_tree", "ring"),
+         ("double_binary_tree", "direct", "direct"),
+         ("halving_doubling", "double_binary_tree", "direct")]
+
+
+@pytest.mark.parametrize("seed", range(18))
+def test_other_algorithms_aware_are_simulate_step(seed):
+    """Direct / halving-doubling / double-binary-tree dimensions under the aware backend
+    (and the tree under the unaware one): each rank's `PhaseDriver` sends its messages on its
+    own links (sharing them with its other stages), tree chunks chain in their queue."""
+    rng = np.random.default_rng(300 + seed)
+    algo = ALGOS[seed % len(ALGOS)]
+    backend = "unaware" if seed >= 12 else "aware"
+    _same(_graph(rng, 30, first_always=True), _runtime(rng, backend, algo))
+
+
+def _chunked(backend, chunks):
+    """All-reduces of several chunks, one queue per dimension (trees chain in it)."""
+    nodes = [StepNode(name="c0", kind="compute", duration_ns=1000.0)]
+    for i, (size, inv) in enumerate([(3 * 2**20, (True, True, False)), (2**19, (True, False,
+                                                                              False)),
+                                     (5 * 2**18, (False, True, True)), (2**21, (True, True,
+                                                                            True))]):
+        nodes.append(StepNode(name=f"m{i}", kind="comm", deps=(len(nodes) - 1,), collective=AR,
+                              size_bytes=float(size), involved=inv,
+                              group=tuple(n if v else 1 for n, v in zip(NPD, inv))))
+    nodes.append(StepNode(name="m4", kind="comm", deps=(0,), collective=AR,
+                          size_bytes=float(2**20), involved=(True, False, False),
+                          group=(4, 1, 1)))
+    tm = dataclasses.replace(TM, network_backend=backend, chunks=chunks, training_loop="dp_overlap",
+                             algorithm=("double_binary_tree", "double_binary_tree", "direct"),
+                             latency_ns=[50.0, 20.0, 10.0], endpoint_delay_ns=10.0)
+    return nodes, tm
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+@pytest.mark.parametrize("chunks", [2, 5, 8])
+def test_tree_chunks_chain_as_simulate_step(backend, chunks):
+    """Trees over several chunks: a chunk ends at max(its start, the queue's previous chunk's
+    start + `tree_follow_ns`) + its time alone, handing the queue on early; RootMax /
+    RootMin alternate per dimension in issue order: the same step as `simulate_step`."""
+    _same(*_chunked(backend, chunks))
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_lone_tree_all_reduce_is_the_every_npu_tree_replay(backend, dim):
+    """One all-reduce of k chunks on a tree dimension: the chained chunks end as
+    `algorithms.tree_chunks_time_ns` (every NPU of both trees replayed), well before k times
+    a chunk alone where the trees overlap."""
+    inv = tuple(d == dim for d in range(3))
+    tm = dataclasses.replace(_chunked(backend, 1)[1], training_loop="no_overlap")
+    lat, n, blk = tm.latency_ns[dim], NPD[dim], int(BLOCKS[dim])
+    link = BW[dim] / runtime.link_share("double_binary_tree", n)
+    for k in (1, 2, 3, 8):
+        node = StepNode(name="m", kind="comm", collective=AR, size_bytes=float(k * 2**20),
+                        involved=inv, group=tuple(NPD[d] if v else 1 for d, v in enumerate(inv)))
+        got = step_trace.simulate_trace(step_trace.trace_from_nodes([node], NPD), BLOCKS, NPD,
+                                        BW, dataclasses.replace(tm, chunks=k)).time_ns
+        args = (n, blk, float(2**20))
+        rest = (link, lat, 10.0, tm.local_mem_bw_gbps, tm.gb_is_gib, backend)
+        assert got == pytest.approx(algorithms.tree_chunks_time_ns(*args, k, *rest), rel=1e-12)
+        alone = algorithms.phase_time_ns("double_binary_tree", AR, *args, *rest)
+        if k > 1 and not (backend == "aware" and dim == 0):  # (aware 4-NPU Ring: the two
+            assert got < 0.9 * k * alone  # trees' messages share its links: little overlap)
 
 
 # ------------------------------------------------------------------------------ pg rings

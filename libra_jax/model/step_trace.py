@@ -22,11 +22,10 @@ section "Every rank its own graph").
   step of one member waits for its sender's message of the step before: member i's finish
   is the sum of the step overheads plus, for the unaware backend, the times of the ``steps``
   hops that precede it on the ring (each hop timed on the first dimension where the two
-  NPUs differ: ``hops * latency + bytes / bw``); the aware backend replays every message of
-  the ring link by link (dimension-ordered routes, FIFO links). Both are computed for the
-  ring alone (all members starting together) and give each member its own stage time; under
-  the aware backend the stage then runs on the rank's own links along its route, scaled to
-  take that time alone, so that it contends with the rank's other traffic.
+  NPUs differ: ``hops * latency + bytes / bw``); aware: every message of the ring link by
+  link (dimension-ordered routes, FIFO links), for the ring alone (all members starting
+  together), each member its own stage time, run on the rank's own links along its route
+  scaled to take that time alone (so it contends with the rank's other traffic).
 * **Send / recv** (``COMM_SEND_NODE`` / ``COMM_RECV_NODE``) bypass the system layer's
   queues: a message starts when its SEND is issued (a SEND takes an in-flight slot, a RECV
   does not: `HardwareResource`), both nodes end when it arrives, and a RECV posted after the
@@ -34,20 +33,16 @@ section "Every rank its own graph").
   first differing dimension's ``hops * latency + bytes / bw`` (no endpoint delay: native
   sends skip the collective memory bus). Aware: the dimension-ordered route through the
   sender's links (a Switch: up and down; a Ring: the shorter way, clockwise on ties, one
-  store-and-forward per hop), sharing those FIFOs with the sender's collective traffic.
-  Where a route leaves through other NPUs' links (several Ring hops, several dimensions),
-  every rank is simulated and each hop queues on the link of the NPU it leaves
-  (ASTRA-sim's ``Chunk::chunk_arrived_next_device`` -> ``Device::send`` -> ``Link::send``).
-* **Kernels.** A chain of computes (each the only child of the one before, its only
-  parent) runs as one compute event while nothing else wants the compute unit (same sums,
-  same order of everything else), split back when something does.
-
-* **Runtime keys** (`trace_runtime.py`): under a runtime other than ASTRA-sim's default
-  each collective's streams come from `runtime.collective_streams` (a state per simulated
-  rank), a queue runs up to ceil(active chunks / queues) streams, SmallestFirst orders them.
+  store-and-forward per hop), sharing those FIFOs with the sender's collective traffic;
+  a route through other NPUs' links (several Ring hops or dimensions): every rank is
+  simulated, each hop queues on the link of the NPU it leaves (``Link::send``).
+* **Kernels.** A chain of computes (each the only child of the one before, its only parent)
+  is one compute event (same sums) while nothing else wants the compute unit, else split.
+* **Runtime keys** and algorithms other than ring: as in `simulate_step`, per simulated
+  rank (`trace_runtime.py`: streams, queue rules, drivers on the rank's links, tree chunks).
 
 Split by job: `trace_setup.py` (geometry, ranks, checks, stages, result, `trace_from_nodes`),
-`trace_classes.py` (messages, classes), `trace_rings.py` (pg ring timings), this one the loop.
+`trace_classes.py` (messages, classes), `trace_rings.py` (pg rings), `trace_runtime.py`.
 
 Units: ns, bytes, GB/s.
 """
@@ -64,7 +59,7 @@ from libra_jax.model import pipelined
 from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, ring_signature
 from libra_jax.model.trace_classes import (match_messages, rank_classes, relayed_sends,
                                            wire_ranks)
-from libra_jax.model.trace_runtime import TraceRuntime, exact_ns, insert_at
+from libra_jax.model.trace_runtime import AlgoMsg, TraceRuntime, exact_ns, insert_at
 from libra_jax.model.trace_setup import (COLL, COMPUTE, P2P, RECV, SEND, Geometry, Rank,
                                          Shapes, Stream, TraceTiming, check_trace, own_links,
                                          timing_of, trace_from_nodes)
@@ -150,8 +145,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
 
     def stage_ns(s: Stream) -> float:
         st = s.stages[s.pos]
-        if len(st) > 12 and st[12] is not None:
-            return exact_ns(st)
+        if len(st) > 12 and st[12] is not None:  # (a tree chunk runs by its events)
+            return exact_ns(st) if st[13] is None else inf
         dim, coef, fixed = st[:3]
         return float(fixed + (coef / bw[dim] if coef > 0 else 0.0))  # value as is
 
@@ -199,10 +194,10 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         rk.link_busy[link] = (t_free, next(seq))
         heappush(net, (t_free + la, next(seq), "arrive", msg))
 
-    def start_stage_aware(s: Stream) -> None:
+    def start_stage_aware(s: Stream) -> None:  # (and a tree chunk's, unaware)
         dim, coef, fixed, _, dr, _, steps, red, n_d, ring = s.stages[s.pos][:10]
-        if ring is None and exact_ns(s.stages[s.pos]) is not None:  # not replayed
-            push(now + exact_ns(s.stages[s.pos]), "done", s)
+        if ring is None and exact_ns(s.stages[s.pos]) is not None:  # not a ring
+            rt.start_stage(s, now, push)
             return
         s.step = 0
         if ring is not None:
@@ -238,7 +233,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 sync(rk)
             t0 = rk.t
             for key, s in rk.running.items():
-                if s.held:
+                if s.held or s.rate == inf:  # (a tree chunk: its events)
                     continue
                 t = t0 + s.left * s.rate
                 if best is None or t < best[0] or (t == best[0] and s.seq < best[1]):
@@ -264,17 +259,17 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 rk.since[dim] = now
             rk.nrun[dim] += 1
             touched.append(rk)
-            if aware:
-                if not s.held:
-                    start_stage_aware(s)
-            else:
+            if not aware:
                 s.rate = stage_ns(s)
+            if not s.held and (aware or s.rate == inf):
+                start_stage_aware(s)
 
-    def enqueue(rk: Rank, s: Stream) -> None:
+    def enqueue(rk: Rank, s: Stream, start: bool = True) -> None:
         dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
         lst = rk.queues[dim][qi]
         lst.insert(insert_at(lst, s, smallest_first), s)  # Sys::insert_stream
-        try_start(rk, dim, qi)
+        if start:
+            try_start(rk, dim, qi)
 
     def place(rk: Rank, i: int, streams, prio: int, held: bool) -> list:
         out = []
@@ -318,7 +313,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             sync(s.rk)
             touched.append(s.rk)
             s.held = False
-            if aware and s.rk.running.get(s.stages[s.pos][0:6:5] + (s.seq,)) is s:
+            if s.rk.running.get(s.stages[s.pos][0:6:5] + (s.seq,)) is s and (
+                    aware or s.rate == inf):
                 start_stage_aware(s)
 
     def finish(rk: Rank, i: int) -> None:
@@ -428,13 +424,15 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         heapq.heapify(comp)
         heappush(comp, (ends[m], ri, nodes[m]))
 
-    def stage_end(rk: Rank, key) -> None:
-        s = rk.running[key]
+    def stage_end(rk: Rank, key, s: Stream) -> None:
+        held = key in rk.running  # (not a tree chunk that handed its queue on)
         s.left = 1.0
         s.pos += 1
-        if s.pos < len(s.stages):  # it leaves its queue, then joins the next one
-            leave(rk, key)
-            enqueue(rk, s)
+        more = s.pos < len(s.stages)
+        if more:  # it leaves its queue and joins the next one, which starts after the
+            if held:  # queue it left has started its next stream (step.simulate_step)
+                leave(rk, key)
+            enqueue(rk, s, False)
         else:
             rk.streams_left[s.node] -= 1
             if rk.streams_left[s.node] == 0:
@@ -442,8 +440,11 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 # queue (step.simulate_step): what it frees is issued first
                 finish(rk, s.node)
                 issue_ready(rk)
-            leave(rk, key)
+            if held:
+                leave(rk, key)
         try_start(rk, key[0], key[1])
+        if more:
+            try_start(rk, s.stages[s.pos][0], s.stages[s.pos][5])
 
     def leave(rk: Rank, key) -> None:
         del rk.running[key]
@@ -475,6 +476,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                              else owner.on[hop + 1], owner.path[hop + 1], (owner, hop + 1), now)
                 elif type(owner) is P2P:
                     deliver(owner.rk, owner.node, *owner.target)
+                elif type(owner) is AlgoMsg:  # a driver's message is in
+                    rt.received(owner.s, now, push)
                 else:
                     s = owner
                     s.step += 1
@@ -488,9 +491,16 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                         push(now + post, "done", s)
             elif kind == "msg":
                 deliver(*payload)
+            elif kind == "general":  # an aware driver's bundle is back: its sends, its end
+                rt.general(payload, now, link_put, push)
+            elif kind == "release":  # a tree chunk hands its queue on (if it still holds it)
+                key = payload.stages[payload.pos][0:6:5] + (payload.seq,)
+                if key in payload.rk.running:
+                    leave(payload.rk, key)
+                    try_start(payload.rk, key[0], key[1])
             else:  # "done"
                 st = payload.stages[payload.pos]
-                return payload.rk, (st[0], st[5], payload.seq)
+                return payload.rk, (st[0], st[5], payload.seq), payload
             if dirty:
                 issue_dirty(None)
             if touched:
@@ -568,8 +578,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             out = net_events()
             if out is None:
                 continue
-            rk, key = out
-            stage_end(rk, key)
+            rk, key, s = out
+            stage_end(rk, key, s)
         else:
             comp_key = None
             _, _, _, j, key = heappop(stq)
@@ -577,7 +587,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             rk.cur = None
             sync(rk)
             touched.append(rk)
-            stage_end(rk, key)
+            stage_end(rk, key, rk.running[key])
         if rk.ready:
             issue_ready(rk)
         if dirty:

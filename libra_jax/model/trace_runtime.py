@@ -32,8 +32,15 @@ keys in the trace replay").
   - ``intra_dim_scheduling`` and ``active_chunks_per_dim`` are queue rules: they apply.
 
 A stage here is `trace_setup.Shapes`'s tuple with (collective code, size, exact ns) after
-it: ``exact`` not None for an algorithm other than ring, timed alone on both backends (no
-link replay; `exact_ns`).
+it, placed with the tree it runs on (`tree_of`): ``exact`` not None for an algorithm other
+than ring, which runs as in `step.simulate_step` (`TraceRuntime.start_stage`):
+
+* unaware: a direct / halving-doubling stage takes its exact time alone (`exact_ns`);
+* aware: the rank's `algorithms.PhaseDriver` sends its messages (`AlgoMsg`) through the
+  rank's own FIFO links (`peer_links`), sharing them with its other traffic;
+* a double-binary-tree chunk (both backends) ends its time alone after it starts, once
+  ``algorithms.tree_follow_ns`` after the previous tree chunk of its queue started, and
+  hands its queue on before its end.
 
 Units: ns, bytes, GB/s.
 """
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_jax.model import pipelined, runtime
+from libra_jax.model import algorithms, pipelined, runtime
 from libra_jax.model.step import chunk_split
 from libra_jax.types import Block
 
@@ -54,6 +61,38 @@ def exact_ns(stage) -> float | None:
     alone, `algorithms.phase_time_ns` on the run's backend), or None (ring stages are timed
     by the link model). One place, so that a link replay of these stages can replace it."""
     return stage[12] if len(stage) > 12 else None
+
+
+def tree_of(stage) -> int | None:
+    """The tree (0 RootMax, 1 RootMin) a placed double-binary-tree stage runs on, else None."""
+    return stage[13] if len(stage) > 13 else None
+
+
+def peer_links(block: int, n: int, dim: int, off: int) -> tuple:
+    """A rank's own links to the NPU ``off`` places on (signed) in its dimension ``dim`` of
+    ``n`` NPUs: a FullyConnected pair's own link (offsets 1 and n-1 are the ring's two), a
+    Ring's shorter way round hop by hop (ties clockwise), a Switch's up and down link. The
+    same link keys as the ring stages' (twin of ``peer_path`` in `step.simulate_step`)."""
+    k = off % n
+    if block == Block.SWITCH:
+        return ((dim, "up"), (dim, "down"))
+    if n <= 2:
+        return ((dim, 0),)
+    if block == Block.FULLYCONNECTED:
+        return ((dim, 0 if k == 1 else (1 if k == n - 1 else ("peer", k))),)
+    return ((dim, 1),) * (n - k) if n - k < k else ((dim, 0),) * k
+
+
+class AlgoMsg:
+    """One message of a direct / halving-doubling stage on the aware backend (a send of its
+    stream's `algorithms.PhaseDriver`): on its rank's own links ``path``, each hop ``ns``
+    of serialisation then the dimension's latency (as `P2P`: ``ser`` / ``lat`` per hop)."""
+
+    __slots__ = ("rk", "s", "path", "ser", "lat", "on")
+
+    def __init__(self, s, path: tuple, ns: float, lat: float):
+        self.rk, self.s, self.path, self.on = s.rk, s, path, None
+        self.ser, self.lat = (ns,) * len(path), (lat,) * len(path)
 
 
 def insert_at(lst, s, smallest_first: bool) -> int:
@@ -84,6 +123,75 @@ class TraceRuntime:
         self.rr = tm.inter_dim_scheduling == "round_robin"
         self.exact_cache: dict = {}
         self.states: dict = {}  # rank -> [RuntimeState, ASTRA-sim's round-robin counter]
+        self.algos = tm.algorithm or ("ring",) * len(self.npd)
+        self.lat, self.backend = list(geo.lat), tm.network_backend
+        self.unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+
+    def start_stage(self, s, now: float, push) -> None:
+        """Starts stream ``s``'s stage of an algorithm other than ring at ``now``: pushes
+        (``push(t, kind, s)``) a tree chunk's "release" and "done" (both backends), or the
+        "general" events of the aware driver's first bundles (`step.simulate_step`'s
+        ``start_stage_aware`` and ``start_tree``)."""
+        st = s.stages[s.pos]
+        dim, n_d, com, size = st[0], st[8], st[10], st[11]
+        if tree_of(st) is not None:
+            release, done = self._tree(s.rk, st, now)
+            push(release, "release", s)
+            push(done, "done", s)
+            return
+        alg = self.algos[dim]
+        s.driver = algorithms.PhaseDriver(alg, com, n_d, size / n_d if com == AG else size,
+                                          float(self.tm.endpoint_delay_ns),
+                                          self.tm.local_mem_bw_gbps, dim=dim)
+        s.ns_per_byte = self.unit * runtime.link_share(alg, n_d) / self.bw[dim]
+        for t in s.driver.start(now):
+            push(t, "general", s)
+
+    def general(self, s, t: float, link_put, push) -> None:
+        """A bundle of stream ``s``'s driver came back at ``t``: puts the `AlgoMsg` it
+        sends then on the rank's first link of each (``link_put(rank, link, (msg, hop),
+        t)``); once every bundle is back, pushes the stage's "done" at ``t``."""
+        dim = s.stages[s.pos][0]
+        for off, size in s.driver.general(t):
+            m = AlgoMsg(s, peer_links(self.blocks[dim], self.npd[dim], dim, off),
+                        size * s.ns_per_byte, self.lat[dim])
+            link_put(s.rk, m.path[0], (m, 0), t)
+        if s.driver.done == t:
+            push(t, "done", s)
+
+    @staticmethod
+    def received(s, t: float, push) -> None:
+        """A message for stream ``s``'s driver arrived at ``t``: pushes its bundles."""
+        for tb in s.driver.received(t):
+            push(tb, "general", s)
+
+    def _tree(self, rk, st, now: float) -> tuple[float, float]:
+        """(queue release, end) of a tree chunk started at ``now`` on rank ``rk`` (twin of
+        ``start_tree`` in `step.simulate_step`): its NPUs run it once they left the queue's
+        previous chunk, so it ends at max(now, previous start + `algorithms.tree_follow_ns`)
+        + its time alone; the queue takes its next chunk after the shorter follow time."""
+        dim, qi, n_d, size, alone, tree = st[0], st[5], st[8], st[11], st[12], st[13]
+        at, hold = now, alone
+        args = (n_d, self.blocks[dim])
+        rest = (self.bw[dim] / runtime.link_share(self.algos[dim], self.npd[dim]),
+                self.lat[dim], float(self.tm.endpoint_delay_ns), self.tm.local_mem_bw_gbps,
+                self.tm.gb_is_gib, self.backend)
+
+        def follow(prev, same):
+            key = ("tree", dim, *args, prev, size, same)
+            if key not in self.exact_cache:
+                self.exact_cache[key] = algorithms.tree_follow_ns(*args, prev, size, same,
+                                                                  *rest)
+            return self.exact_cache[key]
+
+        if self.per_queue == 1:  # (a queue running several at once: each its time alone)
+            q_key = (dim, qi)
+            if q_key in rk.tree_last:
+                t0, tree0, size0 = rk.tree_last[q_key]
+                at = max(at, t0 + follow(size0, tree0 == tree))
+            rk.tree_last[q_key] = (at, tree, size)
+            hold = min(follow(size, True), follow(size, False), hold)
+        return at + hold, at + alone
 
     def _state(self, rank: int):
         if rank not in self.states:
@@ -121,7 +229,7 @@ class TraceRuntime:
                     self._advance(entry, 1, len(self.npd))
                 return []
             out = runtime.collective_streams(collective, size, group, self.blocks, self.tm,
-                                             self.bw, st, now, self.exact_cache)
+                                             self.bw, st, now, self.exact_cache, self.npd)
             if self.rr:
                 self._advance(entry, len(out), len(self.npd))
             return [[(s.dim, s.coef, s.fixed, s.kind, s.steps, s.red, group[s.dim], None,

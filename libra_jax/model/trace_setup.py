@@ -148,7 +148,7 @@ def own_links(route) -> tuple:
 class Stream:
     __slots__ = ("node", "priority", "stages", "pos", "left", "seq", "rk", "rate", "held",
                  "step", "steps", "msg_ns", "msg_lat", "path", "reductions", "red_step", "hops",
-                 "pre", "post")
+                 "pre", "post", "driver", "ns_per_byte")
 
     def __init__(self, node, priority, stages, seq, rk, held):
         self.node, self.priority, self.stages, self.seq, self.rk = (node, priority, stages,
@@ -203,6 +203,8 @@ class Rank:
         self.inflight = 0
         self.counter = 0
         self.alloc = Queues(num_dims, q)
+        self.trees = [0] * num_dims  # each tree dimension's next tree (RootMax / RootMin)
+        self.tree_last: dict = {}  # (dim, queue) -> its last tree chunk: (start, tree, bytes)
         self.queues = [[[] for _ in range(q)] for _ in range(num_dims)]
         self.active = [[0] * q for _ in range(num_dims)]  # running streams per queue
         self.running: dict = {}  # (dim, queue, stream seq) -> Stream
@@ -428,15 +430,23 @@ class Shapes:
         """One stream's stages as ``rk`` queues them: each takes its queue and direction
         (`step.Queues`); a pg ring stage its member's stage time as its fixed part. A
         placed stage is (dim, coef, fixed, kind, direction, queue, steps, reduction_ns,
-        NPUs, pg ring) and, under a runtime other than the default, (com, size, exact)."""
+        NPUs, pg ring) and, under a runtime other than the default, (com, size, exact, tree):
+        a double-binary-tree stage takes its dimension's next tree (`step.simulate_step`)."""
         out = []
+        algos = self.tm.algorithm
         for st in stages:
             dim, coef, fixed, kind, steps, red, n_d, ring = st[:8]
             qi, dr = rk.alloc.next(dim, kind)
             if ring is not None:
                 pos = self.trace.groups[ring[0]].ranks.index(rk.rank)
                 fixed = float(self.ring_ns(ring, dr)[pos])
-            out.append((dim, coef, fixed, kind, dr, qi, steps, red, n_d, ring) + st[8:])
+            extra = st[8:]
+            if extra:
+                tree = None
+                if algos and algos[dim] == "double_binary_tree" and st[10] is not None:
+                    tree, rk.trees[dim] = rk.trees[dim], 1 - rk.trees[dim]
+                extra += (tree,)
+            out.append((dim, coef, fixed, kind, dr, qi, steps, red, n_d, ring) + extra)
         return out
 
 
