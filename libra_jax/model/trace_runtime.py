@@ -58,8 +58,8 @@ RS, AG, AR, A2A = runtime.RS, runtime.AG, runtime.AR, runtime.A2A
 
 def exact_ns(stage) -> float | None:
     """The exact time of a placed stage run by an algorithm other than ring (its phase
-    alone, `algorithms.phase_time_ns` on the run's backend), or None (ring stages are timed
-    by the link model). One place, so that a link replay of these stages can replace it."""
+    alone, `algorithms.phase_time_ns` on the run's backend), or None (a ring stage): an
+    unaware direct / halving-doubling stage's time, a tree chunk's time alone."""
     return stage[12] if len(stage) > 12 else None
 
 
