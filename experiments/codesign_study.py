@@ -75,8 +75,14 @@ def _config(case: str, objective: str):
     return config._as_config(cfg)
 
 
-def _scaled(spec, factor: float):
-    """The run's budget times ``factor``: the total bandwidth, else the power or cost cap."""
+def _scaled(spec, factor: float, reference=None):
+    """The run's budget times ``factor``: the total bandwidth, else the power or cost cap.
+    A preset capped by power alone gets, for ``perf_per_cost``, the shipped system's total
+    bandwidth (``reference``) as the total: with no fixed network cost, step x cost falls as
+    the bandwidth falls, so a cap alone has its optimum at almost no bandwidth (LIBRA
+    compares designs at one total bandwidth)."""
+    if reference is not None and spec.total_bw_gbps is None:
+        spec = dataclasses.replace(spec, total_bw_gbps=float(sum(reference)))
     for key in ("total_bw_gbps", "max_power_w", "max_cost_usd"):
         if getattr(spec, key) is not None:
             return dataclasses.replace(spec, **{key: getattr(spec, key) * factor}), key
@@ -88,16 +94,19 @@ def _share(bw) -> np.ndarray:
     return bw / bw.sum()
 
 
-def run_case(case: str, objective: str, factor: float) -> dict:
+def run_case(case: str, objective: str, factor: float, ring_only: bool = False,
+             refine_evals: int = REFINE_EVALS) -> dict:
     t0 = time.perf_counter()
     c = _config(case, objective)
     network, workload, rates, spec = config.to_inputs(c)
     tm, _ = config.to_timing(c, network.num_dims, network)
-    spec, key = _scaled(spec, factor)
+    spec, key = _scaled(spec, factor, c.reference_bw_gbps if objective == "perf_per_cost"
+                        else None)
     inputs = runtime.RuntimeInputs(network, workload, rates, spec, objective, "ipm",
                                    power_of_run(c, network, spec))
-    cands = runtime.candidate_runtimes(tm, network, **CANDIDATES)
-    s = runtime.search_runtime(inputs, tm, cands, refine_evals=REFINE_EVALS)
+    extra = dict(algorithm=[["ring"]] * network.num_dims) if ring_only else {}
+    cands = runtime.candidate_runtimes(tm, network, **CANDIDATES, **extra)
+    s = runtime.search_runtime(inputs, tm, cands, refine_evals=refine_evals)
     rows = {r.name: r for r in s.rows}
     eq = rows["runtime alone"].bandwidth_gbps
     base_value, base_step = runtime.simulated_value(inputs, runtime.default_runtime(tm), eq)
@@ -120,6 +129,16 @@ def run_case(case: str, objective: str, factor: float) -> dict:
                 joint_bw_gbps=" ".join(f"{x:.1f}" for x in rows["joint optimum"].bandwidth_gbps),
                 libra_bw_gbps=" ".join(f"{x:.1f}" for x in rows["default"].bandwidth_gbps),
                 split_change=change, gap=s.gap, seconds=time.perf_counter() - t0)
+
+
+def _typed(v: str):
+    """A value read back from the .csv (numbers as floats, the rest as text)."""
+    if v in ("", "None"):
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return v
 
 
 def write(results: list, stem: pathlib.Path) -> None:
@@ -158,18 +177,27 @@ def main(argv=None) -> None:
     ap.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS))
     ap.add_argument("--objectives", default=",".join(OBJECTIVES))
     ap.add_argument("--out", default=str(RESULTS / "codesign_study"))
+    ap.add_argument("--ring-only", action="store_true",
+                    help="ring on every dimension (the schedulers only): for the slow presets")
+    ap.add_argument("--refine-evals", type=int, default=REFINE_EVALS)
+    ap.add_argument("--append", action="store_true",
+                    help="add the rows to the existing .csv instead of replacing it")
     a = ap.parse_args(argv)
     results = []
     for case in a.cases.split(","):
         for objective in a.objectives.split(","):
             for factor in (float(b) for b in a.budgets.split(",")):
-                r = run_case(case, objective, factor)
+                r = run_case(case, objective, factor, a.ring_only, a.refine_evals)
                 print(f"{case} {objective} x{factor:g}: design {r['design_only']:.3f}x, "
                       f"runtime {r['runtime_only']:.3f}x, both {r['both']:.3f}x "
                       f"({r['seconds']:.1f} s)", flush=True)
                 results.append(r)
     out = pathlib.Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if a.append and out.with_suffix(".csv").exists():
+        with open(out.with_suffix(".csv"), newline="") as f:
+            old = [{k: _typed(v) for k, v in r.items()} for r in csv.DictReader(f)]
+        results = old + results
     write(results, out)
     print(f"wrote {out.with_suffix('.md')} and .csv", file=sys.stderr)
 

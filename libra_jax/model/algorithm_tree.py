@@ -41,6 +41,22 @@ def route(blk, n, src, dst):
 
 
 
+def peer_links(block: int, n: int, dim: int, off: int) -> tuple:
+    """The representative NPU's own links to the NPU ``off`` places on (signed) in its
+    dimension ``dim`` of ``n`` NPUs, in the whole-step replays' link keys (`step.py`,
+    `trace_runtime.py`): a FullyConnected pair's own link (offsets 1 and n-1 are the ring's
+    two, ``(dim, 0)`` and ``(dim, 1)``), a Ring's shorter way round hop by hop (ties
+    clockwise), a Switch's up and down link; a dimension of 2 has one link."""
+    k = off % n
+    if block == Block.SWITCH:
+        return ((dim, "up"), (dim, "down"))
+    if n <= 2:
+        return ((dim, 0),)
+    if block == Block.FULLYCONNECTED:
+        return ((dim, 0 if k == 1 else (1 if k == n - 1 else ("peer", k))),)
+    return ((dim, 1),) * (n - k) if n - k < k else ((dim, 0),) * k
+
+
 # ------------------------------------------------------------------ double binary tree
 def tree_links(n):
     """(parent [n], children [n] lists) of ASTRA-sim's first tree (``RootMax``;

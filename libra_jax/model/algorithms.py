@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from libra_jax.model.algorithm_tree import (
     hops,
+    peer_links,
     route,
     tree_links,
     tree_replay,

@@ -313,15 +313,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         return ((dim, 0 if npd[dim] <= 2 else dr),)  # a ring / direct link per direction
 
     def peer_path(dim: int, off: int) -> tuple:
-        """The representative NPU's links to the NPU ``off`` places on (signed): a
-        FullyConnected pair's own link (offsets 1 and n-1 are the ring's two), a Ring's
-        shorter way round hop by hop (ties clockwise), a Switch's up and down link."""
-        n_d, k = npd[dim], off % npd[dim]
-        if blocks[dim] == Block.SWITCH or n_d <= 2:
-            return path(dim, 0)
-        if blocks[dim] == Block.FULLYCONNECTED:
-            return ((dim, 0 if k == 1 else (1 if k == n_d - 1 else ("peer", k))),)
-        return ((dim, 1),) * (n_d - k) if n_d - k < k else ((dim, 0),) * k
+        """The representative NPU's links to the NPU ``off`` places on (signed)."""
+        return algorithms.peer_links(blocks[dim], npd[dim], dim, off)
 
     def pre_send_ns(s: _Stream) -> float:
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)

@@ -37,7 +37,7 @@ than ring, which runs as in `step.simulate_step` (`TraceRuntime.start_stage`):
 
 * unaware: a direct / halving-doubling stage takes its exact time alone (`exact_ns`);
 * aware: the rank's `algorithms.PhaseDriver` sends its messages (`AlgoMsg`) through the
-  rank's own FIFO links (`peer_links`), sharing them with its other traffic;
+  rank's own FIFO links (`algorithms.peer_links`), sharing them with its other traffic;
 * a double-binary-tree chunk (both backends) ends its time alone after it starts, once
   ``algorithms.tree_follow_ns`` after the previous tree chunk of its queue started, and
   hands its queue on before its end.
@@ -66,21 +66,6 @@ def exact_ns(stage) -> float | None:
 def tree_of(stage) -> int | None:
     """The tree (0 RootMax, 1 RootMin) a placed double-binary-tree stage runs on, else None."""
     return stage[13] if len(stage) > 13 else None
-
-
-def peer_links(block: int, n: int, dim: int, off: int) -> tuple:
-    """A rank's own links to the NPU ``off`` places on (signed) in its dimension ``dim`` of
-    ``n`` NPUs: a FullyConnected pair's own link (offsets 1 and n-1 are the ring's two), a
-    Ring's shorter way round hop by hop (ties clockwise), a Switch's up and down link. The
-    same link keys as the ring stages' (twin of ``peer_path`` in `step.simulate_step`)."""
-    k = off % n
-    if block == Block.SWITCH:
-        return ((dim, "up"), (dim, "down"))
-    if n <= 2:
-        return ((dim, 0),)
-    if block == Block.FULLYCONNECTED:
-        return ((dim, 0 if k == 1 else (1 if k == n - 1 else ("peer", k))),)
-    return ((dim, 1),) * (n - k) if n - k < k else ((dim, 0),) * k
 
 
 class AlgoMsg:
@@ -153,7 +138,7 @@ class TraceRuntime:
         t)``); once every bundle is back, pushes the stage's "done" at ``t``."""
         dim = s.stages[s.pos][0]
         for off, size in s.driver.general(t):
-            m = AlgoMsg(s, peer_links(self.blocks[dim], self.npd[dim], dim, off),
+            m = AlgoMsg(s, algorithms.peer_links(self.blocks[dim], self.npd[dim], dim, off),
                         size * s.ns_per_byte, self.lat[dim])
             link_put(s.rk, m.path[0], (m, 0), t)
         if s.driver.done == t:
