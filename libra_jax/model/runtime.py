@@ -217,6 +217,38 @@ def _phases(com: int, order, involved, npus, tm):
             + [(AG, d, "last") for d in reversed(dims[:-1])])
 
 
+class _Setup(NamedTuple):
+    npus: list  # [D] NPUs of each dimension in the group
+    involved: list  # [D] bool
+    lat: np.ndarray  # [D] ns per hop
+    unit: float  # bytes x this = the bytes coefficient (1e9 / 2^30 under gb_is_gib)
+    algos: list  # [D] the algorithm each dimension runs for this collective
+    share: list  # [D] `link_share` of the algorithm each dimension is configured with
+    size: int  # bytes to split (Sys::determine_chunk_size may raise it)
+    chunk: int  # bytes of a recommended chunk
+
+
+def _setup(collective: int, size_bytes: float, group, tm, npus_per_dim=None) -> _Setup:
+    """What `collective_streams` and `bound_work` both start from: the group, the
+    latencies, the algorithms and link shares, and the chunks (``Sys::determine_chunk_size``:
+    ``size // chunks`` bytes, at least the group's NPUs, all-gather excepted)."""
+    npus = [int(g) for g in group]
+    num = len(npus)
+    total = int(np.prod([max(g, 1) for g in npus]))
+    configured = tm.algorithm or ("ring",) * num
+    net = [int(x) for x in (group if npus_per_dim is None else npus_per_dim)]
+    size = int(round(size_bytes))
+    chunk = size // int(tm.chunks)
+    if collective != AG and total > chunk:
+        chunk, size = total, int(tm.chunks) * total
+    return _Setup(npus, [g > 1 for g in npus],
+                  np.zeros(num) if tm.latency_ns is None
+                  else np.asarray(tm.latency_ns, np.float64),
+                  1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0,
+                  [phase_algorithm(a, collective) for a in configured],
+                  [link_share(a, n) for a, n in zip(configured, net)], size, max(chunk, 1))
+
+
 def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw_gbps,
                        state: RuntimeState, now: float = 0.0, exact_cache: dict | None = None,
                        npus_per_dim=None):
@@ -236,16 +268,9 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
         the collective does not use, which Themis's loads divide by); default ``group``.
     """
     exact_cache = {} if exact_cache is None else exact_cache
-    npus = [int(g) for g in group]
+    npus, involved, lat, unit, algos, share, size, chunk = _setup(collective, size_bytes,
+                                                                   group, tm, npus_per_dim)
     num = len(npus)
-    involved = [g > 1 for g in npus]
-    total = int(np.prod([max(g, 1) for g in npus]))
-    lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
-    unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    configured = tm.algorithm or ("ring",) * num
-    algos = [phase_algorithm(a, collective) for a in configured]
-    net = [int(x) for x in (group if npus_per_dim is None else npus_per_dim)]
-    share = [link_share(a, n) for a, n in zip(configured, net)]
     link = [float(bw_gbps[d]) / share[d] for d in range(num)]  # the YAML's link bandwidth
     inter = tm.inter_dim_scheduling
     themis = inter in ("themis", "themis_flex") and collective != A2A
@@ -255,11 +280,6 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
         if now != state.tick:
             state.loads = [[d, 0.0] for d in range(num)]
             state.tick = now
-    size = int(round(size_bytes))
-    chunk = size // int(tm.chunks)
-    if collective != AG and total > chunk:  # Sys::determine_chunk_size
-        chunk, size = total, int(tm.chunks) * total
-    chunk = max(chunk, 1)
     streams = []
     while size > 0:
         order = list(range(num))
@@ -337,21 +357,9 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm):
     them): its bytes are counted for the whole size and its per-chunk latency once. The
     congestion-aware backend's Switch factor and the concurrency of a dimension's queues are
     the caller's (`timing_rows`)."""
-    npus = [int(g) for g in group]
+    npus, involved, lat, unit, algos, share, size, chunk = _setup(collective, size_bytes,
+                                                                   group, tm)
     num = len(npus)
-    involved = [g > 1 for g in npus]
-    total = int(np.prod([max(g, 1) for g in npus]))
-    lat = np.zeros(num) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
-    unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
-    configured = tm.algorithm or ("ring",) * num
-    algos = [phase_algorithm(a, collective) for a in configured]
-    share = [link_share(a, n) for a, n in zip(configured, npus)]
-    size = int(round(size_bytes))
-    k = int(tm.chunks)
-    chunk = size // k
-    if collective != AG and total > chunk:
-        chunk, size = total, k * total
-    chunk = max(chunk, 1)
     themis = tm.inter_dim_scheduling in ("themis", "themis_flex") and collective != A2A
     # streams of a whole chunk each (Themis: the last one carries the rest)
     scale = size / chunk if themis else -(-size // chunk)
