@@ -315,10 +315,27 @@ def test_driver_is_phase_time_ns_one_npu():
                                                        3.0, 50.0, False, "aware"))
 
 
+def test_aware_halving_doubling_ring_replays_every_npu():
+    # Ring 8, halving-doubling: NPU i goes clockwise when (i // offset) % 2 == 0, so links
+    # carry unequal loads and every NPU runs (`StageDriver.full`). One stream alone: the
+    # every-NPU phase replay. Two reduce-scatter streams at once (2 queues, 1e6 B each,
+    # 10 GB/s, L = 0): 275000 ns, as an independent replay of 8 NPUs each running its own
+    # queue gives (NPU 0 standing for all put every hop on its one link: 300000).
+    assert _one_collective_step(RI, 8, "halving_doubling", AR, 4e6, 1, 1, 10.0, 100.0) == \
+        pytest.approx(A.phase_time_ns("halving_doubling", AR, 8, RI, 4e6, 10.0, 100.0, 0.0,
+                                      None, False, "aware"))
+    assert _one_collective_step(RI, 8, "halving_doubling", RS, 2e6, 2, 2, 10.0, 0.0) == \
+        pytest.approx(275000.0)
+    d = A.StageDriver("halving_doubling", RS, 8, RI, 1e6, 0.0, None, dim=1)
+    assert d.full and len(d.npus) == 8 and d._key(0, 1) == (1, 0) and d._key(0, 7) == (1, 1)
+    assert not A.StageDriver("halving_doubling", RS, 8, FC, 1e6, 0.0, None).full
+
+
 def test_pinned_aware_non_ring_runtime_runs():
     """ASTRA-sim's runtime runs (experiments/results/astrasim_runtime/single): every aware
     direct run and every aware halving-doubling run without a Ring of > 2 NPUs (one NPU
-    stands for all there) within 2 %; those on a Ring of > 2 within 20 % (docs)."""
+    stands for all there) within 2 %; those on a Ring of > 2 (every NPU of the group
+    replayed per stage, `StageDriver`; was one NPU: up to +18 %) within 6 % (docs)."""
     sys.path.insert(0, os.path.join(ROOT, "experiments"))
     import astrasim_workload as aw
     import pathlib
@@ -333,7 +350,7 @@ def test_pinned_aware_non_ring_runtime_runs():
                       zip(case["topology"], case["npus_per_dim"], case["impl_per_dim"]))
         ref = float(res["astra_max_ns"])
         err = abs(aw.predict_ns(case) - ref) / ref
-        assert err <= (0.20 if ring_hd else 0.02), (case["case_id"], err)
+        assert err <= (0.06 if ring_hd else 0.02), (case["case_id"], err)
         checked += 1
     assert checked >= 90
 

@@ -346,6 +346,54 @@ class PhaseDriver:
         return sends
 
 
+class StageDriver:
+    """The drivers of one direct / halving-doubling stage in the whole-step aware replays
+    (`step.simulate_step`, `trace_runtime`), keyed by NPU ``i`` of the group. Every NPU runs
+    the same sends where the links carry equal loads: there NPU 0 stands for all
+    (by symmetry it receives its k-th message when its own k-th one arrives), on its own
+    links (`peer_links`). Halving-doubling on a Ring of more than 2 is not symmetric (NPU
+    ``i`` goes clockwise when ``(i // offset) % 2 == 0``): there all ``n`` NPUs run from the
+    stage's start, each message on its own route's links (`route`; NPU 0's two ring links
+    are the representative's ``(dim, 0)`` / ``(dim, 1)``, which ring stages use), and the
+    stage ends when the last NPU's driver is done (then no message of it is left; NPU 0's
+    own end instead: worse, -12.9 % on rs11_0290).
+
+    ``start(t)`` / ``received(t, i)`` -> [(bundle time, NPU)]; ``general(t, i)`` -> the
+    messages sent then [(receiver NPU, link keys, bytes)]; ``done`` (ns) once all are."""
+
+    def __init__(self, algorithm, phase, n, block, bytes_in, endpoint_delay_ns,
+                 local_mem_bw_gbps, dim=0, links_n=None):
+        self.n, self.block, self.dim = n, int(block), dim
+        self.links_n = n if links_n is None else links_n  # the dimension's NPUs
+        self.full = algorithm == "halving_doubling" and self.block == Block.RING and n > 2
+        args = (algorithm, phase, n, bytes_in, endpoint_delay_ns, local_mem_bw_gbps)
+        self.npus = (PhaseDriver.group(*args) if self.full
+                     else [PhaseDriver(*args, dim=dim)])
+        self.done = None
+
+    def _key(self, a, b):
+        if a != 0:
+            return (self.dim, ("hop", a, b))
+        return (self.dim, 0 if b == 1 else 1)
+
+    def start(self, t):
+        return [(tt, i) for i, d in enumerate(self.npus) for tt in d.start(t)]
+
+    def received(self, t, i):
+        return [(tt, i) for tt in self.npus[i].received(t)]
+
+    def general(self, t, i):
+        out = []
+        for off, size in self.npus[i].general(t):
+            dst = (i + off) % self.n if self.full else 0  # (NPU 0 gets its own, by symmetry)
+            links = (tuple(self._key(a, b) for a, b in route(self.block, self.n, i, dst))
+                     if self.full else peer_links(self.block, self.links_n, self.dim, off))
+            out.append((dst, links, size))
+        if self.done is None and all(d.done is not None for d in self.npus):
+            self.done = t
+        return out
+
+
 # --------------------------------------------------------------- exact replay at a bw
 def phase_time_ns(algorithm, phase, n, block, bytes_in, bw_gbps, latency_ns,
                   endpoint_delay_ns, local_mem_bw_gbps, gb_is_gib, backend="unaware",

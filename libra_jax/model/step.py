@@ -312,10 +312,6 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             return ((dim, "up"), (dim, "down"))
         return ((dim, 0 if npd[dim] <= 2 else dr),)  # a ring / direct link per direction
 
-    def peer_path(dim: int, off: int) -> tuple:
-        """The representative NPU's links to the NPU ``off`` places on (signed)."""
-        return algorithms.peer_links(blocks[dim], npd[dim], dim, off)
-
     def pre_send_ns(s: _Stream) -> float:
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
 
@@ -336,12 +332,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             # shared links (it receives its k-th message when its own k-th one arrives)
             dim, com, size = stage[0], stage[8], stage[9]
             alg, n_d = algos[dim], int(nodes[s.node].group[dim])
-            s.driver = algorithms.PhaseDriver(
-                alg, com, n_d, size / n_d if com == runtime.AG else size, endpoint,
-                tm.local_mem_bw_gbps, dim=dim)
+            s.driver = algorithms.StageDriver(
+                alg, com, n_d, blocks[dim], size / n_d if com == runtime.AG else size,
+                endpoint, tm.local_mem_bw_gbps, dim=dim, links_n=npd[dim])
             s.ns_per_byte = unit * runtime.link_share(alg, n_d) / bw[dim]
-            for tt in s.driver.start(now):
-                push(tt, "general", s)
+            for tt, i in s.driver.start(now):
+                push(tt, "general", (s, i))
             return
         dim, coef, _, _, dr, _, steps, red = s.stages[s.pos][:8]
         s.step = 0
@@ -384,10 +380,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         if kind == "send":
             link_put(payload.path[0], (payload, 0), t)
         elif kind == "general":  # an algorithm's bundle is back: its sends, its end
-            s = payload
-            for off, size in s.driver.general(t):
-                p = peer_path(s.stages[s.pos][0], off)
-                link_put(p[0], (s, 0, p, size * s.ns_per_byte), t)
+            s, i = payload
+            for dst, p, size in s.driver.general(t, i):
+                link_put(p[0], (s, 0, p, size * s.ns_per_byte, dst), t)
             if s.driver.done == t:  # every bundle back: nothing can follow
                 push(t, "done", s)
         elif kind == "free":
@@ -395,12 +390,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if link_wait.get(payload):
                 link_put(payload, link_wait[payload].pop(0), t)
         elif kind == "arrive" and len(payload) > 2:  # an algorithm's message
-            s, hop, p, ns = payload
+            s, hop, p, ns, dst = payload
             if hop + 1 < len(p):
-                link_put(p[hop + 1], (s, hop + 1, p, ns), t)
+                link_put(p[hop + 1], (s, hop + 1, p, ns, dst), t)
             else:
-                for tt in s.driver.received(t):
-                    push(tt, "general", s)
+                for tt, i in s.driver.received(t, dst):
+                    push(tt, "general", (s, i))
         elif kind == "arrive":  # a ring message
             s, hop = payload
             if hop + 1 < len(s.path):

@@ -477,7 +477,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 elif type(owner) is P2P:
                     deliver(owner.rk, owner.node, *owner.target)
                 elif type(owner) is AlgoMsg:  # a driver's message is in
-                    rt.received(owner.s, now, push)
+                    rt.received(owner, now, push)
                 else:
                     s = owner
                     s.step += 1

@@ -36,8 +36,9 @@ it, placed with the tree it runs on (`tree_of`): ``exact`` not None for an algor
 than ring, which runs as in `step.simulate_step` (`TraceRuntime.start_stage`):
 
 * unaware: a direct / halving-doubling stage takes its exact time alone (`exact_ns`);
-* aware: the rank's `algorithms.PhaseDriver` sends its messages (`AlgoMsg`) through the
-  rank's own FIFO links (`algorithms.peer_links`), sharing them with its other traffic;
+* aware: the rank's `algorithms.StageDriver` sends its messages (`AlgoMsg`) through the
+  rank's own FIFO links, sharing them with its other traffic (halving-doubling on a Ring of
+  more than 2: every NPU of the group's, as `step.simulate_step`);
 * a double-binary-tree chunk (both backends) ends its time alone after it starts, once
   ``algorithms.tree_follow_ns`` after the previous tree chunk of its queue started, and
   hands its queue on before its end.
@@ -73,10 +74,10 @@ class AlgoMsg:
     stream's `algorithms.PhaseDriver`): on its rank's own links ``path``, each hop ``ns``
     of serialisation then the dimension's latency (as `P2P`: ``ser`` / ``lat`` per hop)."""
 
-    __slots__ = ("rk", "s", "path", "ser", "lat", "on")
+    __slots__ = ("rk", "s", "path", "ser", "lat", "on", "dst")
 
-    def __init__(self, s, path: tuple, ns: float, lat: float):
-        self.rk, self.s, self.path, self.on = s.rk, s, path, None
+    def __init__(self, s, path: tuple, ns: float, lat: float, dst: int = 0):
+        self.rk, self.s, self.path, self.on, self.dst = s.rk, s, path, None, dst
         self.ser, self.lat = (ns,) * len(path), (lat,) * len(path)
 
 
@@ -125,30 +126,31 @@ class TraceRuntime:
             push(done, "done", s)
             return
         alg = self.algos[dim]
-        s.driver = algorithms.PhaseDriver(alg, com, n_d, size / n_d if com == AG else size,
+        s.driver = algorithms.StageDriver(alg, com, n_d, self.blocks[dim],
+                                          size / n_d if com == AG else size,
                                           float(self.tm.endpoint_delay_ns),
-                                          self.tm.local_mem_bw_gbps, dim=dim)
+                                          self.tm.local_mem_bw_gbps, dim, self.npd[dim])
         s.ns_per_byte = self.unit * runtime.link_share(alg, n_d) / self.bw[dim]
-        for t in s.driver.start(now):
-            push(t, "general", s)
+        for t, i in s.driver.start(now):
+            push(t, "general", (s, i))
 
-    def general(self, s, t: float, link_put, push) -> None:
-        """A bundle of stream ``s``'s driver came back at ``t``: puts the `AlgoMsg` it
-        sends then on the rank's first link of each (``link_put(rank, link, (msg, hop),
-        t)``); once every bundle is back, pushes the stage's "done" at ``t``."""
-        dim = s.stages[s.pos][0]
-        for off, size in s.driver.general(t):
-            m = AlgoMsg(s, algorithms.peer_links(self.blocks[dim], self.npd[dim], dim, off),
-                        size * s.ns_per_byte, self.lat[dim])
+    def general(self, si, t: float, link_put, push) -> None:
+        """A bundle of NPU ``i`` of stream ``s``'s driver came back at ``t`` (``si = (s,
+        i)``): puts the `AlgoMsg` it sends then on the rank's first link of each
+        (``link_put(rank, link, (msg, hop), t)``); once the stage is done
+        (`algorithms.StageDriver`), pushes its "done" at ``t``."""
+        s, i = si
+        for dst, links, size in s.driver.general(t, i):
+            m = AlgoMsg(s, links, size * s.ns_per_byte, self.lat[s.stages[s.pos][0]], dst)
             link_put(s.rk, m.path[0], (m, 0), t)
         if s.driver.done == t:
             push(t, "done", s)
 
     @staticmethod
-    def received(s, t: float, push) -> None:
-        """A message for stream ``s``'s driver arrived at ``t``: pushes its bundles."""
-        for tb in s.driver.received(t):
-            push(tb, "general", s)
+    def received(m, t: float, push) -> None:
+        """`AlgoMsg` ``m`` arrived at ``t``: pushes its receiver's bundles."""
+        for tb, i in m.s.driver.received(t, m.dst):
+            push(tb, "general", (m.s, i))
 
     def _tree(self, rk, st, now: float) -> tuple[float, float]:
         """(queue release, end) of a tree chunk started at ``now`` on rank ``rk`` (twin of
