@@ -114,8 +114,20 @@ def pg_ring_piece(collective: int, size_bytes: float, members: Sequence[int], ne
         return rounds * float(np.sum(v)) + float(np.sum(np.sort(v)[:rest]))
 
     q = int(tm.queues_per_dim)
-    queues = max(q // 2, 1) if collective == Collective.ALLREDUCE else q
-    serial = -(-k // queues)
+    if tm.is_default_runtime:
+        queues = max(q // 2, 1) if collective == Collective.ALLREDUCE else q
+        serial = serial_bytes = -(-k // queues)
+    else:
+        # another runtime (`trace_runtime.py`): Themis puts each chunk on the queues of the
+        # dimension it ranks first (any of the D) and its last chunk carries only the rest
+        # (Themis-flex sizes its own: at least one chunk); a queue runs ceil(active / q)
+        # streams at once. At least the chunks' latency over the lanes, their bytes spread
+        # evenly over them.
+        themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+        lanes = (d if themis else 1) * q * -(-int(tm.active_chunks_per_dim) // q)
+        chunks = size_bytes / chunk if themis else float(k)
+        serial = 1 if tm.inter_dim_scheduling == "themis_flex" else -(-math.ceil(chunks) // lanes)
+        serial_bytes = chunks / lanes
     const_ns = serial * (window(hop_c) + steps * float(tm.endpoint_delay_ns))
-    coef = np.asarray([serial * window(hop_a[:, x]) for x in range(d)])
+    coef = np.asarray([serial_bytes * window(hop_a[:, x]) for x in range(d)])
     return const_ns / 1e9, coef / 1e9
