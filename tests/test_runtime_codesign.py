@@ -192,3 +192,19 @@ def test_candidates_include_chunk_counts():
         runtime.candidate_runtimes(tm, net, chunks=[2, 0])
     with pytest.raises(LibraInputError, match="runtime_search.chunks"):
         runtime.candidate_runtimes(tm, net, chunks=[2, 2])
+
+
+def test_codesign_study_case():
+    """`experiments/codesign_study.py`'s row on a small case: the speed-ups are consistent
+    (the joint optimum is at least as fast as LIBRA's design with its best runtime, which is
+    at least LIBRA's design with the default runtime, up to the search's tolerance)."""
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "experiments"))
+    import codesign_study as cs
+    r = float64(cs.run_case)("dlrm", "perf", 1.0, True, 1)
+    assert r["candidates"] == 3 and r["network"] == "RI(16)_FC(8)_SW(32)"
+    assert r["both"] >= r["libra_then_runtime"] * (1 - 1e-9)
+    assert r["libra_then_runtime"] >= r["design_only"] * (1 - 1e-9)
+    assert r["design_only"] > 1.0 and r["runtime_only"] >= 1.0 - 1e-9
+    assert r["gap"] is not None and r["gap"] >= -1e-6
