@@ -115,7 +115,8 @@ def tree_time_ns(n, blk, size, bw, lat, ep, lmb, gb_is_gib, aware, fl):
     return max(tree_replay(n, blk, [size], [0], bw, lat, ep, lmb, gb_is_gib, aware, fl)[0])
 
 
-def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, queues=1):
+def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, queues=1,
+                starts=None, queue_of=None, slots=1):
     """Event replay of ``DoubleBinaryTreeAllReduce::run`` on every NPU for chunks of
     ``sizes`` bytes on trees ``trees`` (0 ``RootMax``, 1 ``RootMin`` = ``RootMax`` rotated
     by one, `DoubleBinaryTreeTopology::get_topology` alternates), every NPU running chunk
@@ -123,7 +124,9 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
     A leaf exits when its parent's data is through its memory bus, an intermediate / root
     when it sends down: NPUs leave a chunk at different times, and a child's message that
     arrives before its parent runs that chunk waits for it (``sim_recv``: the callback runs
-    at once when the recv is posted)."""
+    at once when the recv is posted). ``starts`` / ``queue_of`` / ``slots`` (the step
+    replay, `tree_group_ends`): chunk ``j`` is queued at ``starts[j]`` on queue
+    ``queue_of[j]``, whose NPUs each run up to ``slots`` of its chunks at once, in order."""
     par0, ch0 = tree_links(n)
     rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
            [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
@@ -161,16 +164,37 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
         elif got[j][i] == len(ch[i]):  # its children's data came first
             push(t + ep + _tree_red(sizes[j], lmb, fl), "down" if par[i] < 0 else "up", (i, j))
 
+    starts = [0.0] * k if starts is None else starts
+    queue_of = [j % queues for j in range(k)] if queue_of is None else queue_of
+    nxt, run = {}, {}  # (NPU, queue) -> its next chunk not started / chunks running
+
+    def admit(i, qq, t):  # the NPU starts its queue's next chunks while a slot is free
+        j = nxt.get((i, qq), 0)
+        while j < k and (queue_of[j] != qq or (run.get((i, qq), 0) < slots
+                                               and starts[j] <= t)):
+            if queue_of[j] == qq:
+                run[(i, qq)] = run.get((i, qq), 0) + 1
+                start(i, j, t)
+            j += 1
+        nxt[(i, qq)] = j
+
     def leave(i, j, t):
         out[j][i] = t
-        if j + queues < k:
-            start(i, j + queues, t)
+        run[(i, queue_of[j])] -= 1
+        admit(i, queue_of[j], t)
 
     for i in range(n):
-        for j in range(min(queues, k)):
-            start(i, j, 0.0)
+        for qq in sorted(set(queue_of)):
+            admit(i, qq, 0.0)
+    for j in range(k):
+        if starts[j] > 0:
+            push(starts[j], "avail", (queue_of[j], j))
     while ev:
         t, _, kind, data = heapq.heappop(ev)
+        if kind == "avail":
+            for i in range(n):
+                admit(i, data[0], t)
+            continue
         if kind == "free":
             busy[data] = False
             if wait.get(data):
@@ -201,3 +225,62 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
             if got[j][i] == len(ch[i]) and started[j][i]:
                 push(t + ep + red, "down" if par[i] < 0 else "up", (i, j))
     return out
+
+
+class TreeDriver:
+    """A tree chunk's stand-in for the step replays' aware drivers: it sends nothing on the
+    step's links, and its stage is done at ``done`` (a "general" event at another time is
+    stale: `TreeGroup` moved the end)."""
+
+    done = None
+
+    def __init__(self, prev):
+        self.prev = prev  # the stream's previous driver: its messages still in flight
+
+    def general(self, t, i):
+        return [] if i < 0 else self.prev.general(t, i)
+
+    def received(self, t, dst):
+        return self.prev.received(t, dst)
+
+
+class TreeGroup:
+    """The aware backend's tree chunks of one dimension (every queue), replayed together by
+    `tree_replay` on every NPU: chunks queued at their start, ``slots`` at once per NPU and
+    queue, all sharing the dimension's links (`step.simulate_step`, `trace_runtime`).
+    ``rest``: (bw GB/s per link, latency ns, endpoint delay ns, local-mem GB/s, gb_is_gib)."""
+
+    def __init__(self, n, blk, rest, slots):
+        self.n, self.blk, self.rest, self.slots = n, int(blk), rest, slots
+        self.ch = []  # [stream, start, tree, bytes, queue]
+
+    def add(self, s, t, tree, size, queue, queued=None):
+        """Chunk of stream ``s`` taken from its queue at ``t`` -> the streams whose end moved
+        (the new one first), each with its ``driver.done`` set to it (push a "general"
+        ``(s, -1)`` then). While the queue's previous chunk still runs, the chunk is queued
+        on the NPUs from when it was queued (``queued``; not before that chunk's start):
+        an NPU that left the previous chunk takes it then, not when the queue hands it on.
+        Chunks that all ended before the next one started are dropped (they meet no later
+        chunk)."""
+        prev = next((c for c in reversed(self.ch) if c[4] == queue), None)
+        if queued is not None and prev is not None and (prev[5].done is None
+                                                        or prev[5].done > t):
+            t = min(t, max(prev[1], queued))
+        s.driver = TreeDriver(getattr(s, "driver", None))
+        self.ch.append([s, float(t), tree, float(size), queue, s.driver])
+        cut, last = 0, -math.inf
+        for j, c in enumerate(self.ch):
+            if j and last <= c[1]:
+                cut = j
+            last = max(last, math.inf if c[5].done is None else c[5].done)
+        self.ch = self.ch[cut:]
+        out = tree_replay(self.n, self.blk, [c[3] for c in self.ch], [c[2] for c in self.ch],
+                          *self.rest, True, float, starts=[c[1] for c in self.ch],
+                          queue_of=[c[4] for c in self.ch], slots=self.slots)
+        moved = []
+        for c, ends in zip(self.ch, out):  # (an end only moves later: a stale event at the
+            if c[5].done is None or max(ends) > c[5].done:  # old one is then ignored)
+                c[5].done = max(ends)
+                if c[5] is c[0].driver:  # (a stream gone on has ended: it cannot move)
+                    moved.append(c[0])
+        return moved

@@ -145,7 +145,7 @@ class _Stream:
                  # the congestion-aware link model's state of the running stage
                  "step", "steps", "msg_ns", "path", "reductions", "red_step",
                  # an algorithm other than ring: its representative NPU's state machine
-                 "driver", "ns_per_byte")
+                 "driver", "ns_per_byte", "queued")
 
     def __init__(self, node, priority, stages, seq):
         self.node, self.priority, self.stages, self.seq = node, priority, stages, seq
@@ -350,6 +350,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         push(now + pre_send_ns(s), "send", s)
 
     tree_last: dict = {}  # (dim, queue) -> its last tree chunk started: (start, tree, bytes)
+    tree_groups: dict = {}  # (dim, NPUs) -> its `algorithms.TreeGroup` (aware)
 
     def start_tree(s: _Stream) -> None:
         """A tree chunk: its NPUs run it once they left the queue's previous chunk, so it
@@ -372,6 +373,13 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 at = max(at, t0 + follow(size0, tree0 == tree))
             tree_last[q_key] = (at, tree, size)
             hold = min(follow(size, True), follow(size, False), hold)
+        if aware:  # the dimension's tree chunks share its links: replayed together
+            g = tree_groups.setdefault((dim, args[0]), algorithms.TreeGroup(*args, rest[:5],
+                                                                            per_queue))
+            for o in g.add(s, now, tree, size, q_key[1], s.queued):  # ("general": done)
+                push(o.driver.done, "general", (o, -1))
+            push(min(at + hold, s.driver.done), "release", s)
+            return
         push(at + hold, "release", s)
         push(at + alone, "done", s)
 
@@ -430,6 +438,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 start_stage_aware(s)
 
     def enqueue(s: _Stream, start: bool = True) -> None:
+        s.queued = now
         stage = s.stages[s.pos]
         dim, qi = stage[0], stage[5]
         lst = queues[dim][qi]

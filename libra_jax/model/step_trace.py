@@ -267,7 +267,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
     def enqueue(rk: Rank, s: Stream, start: bool = True) -> None:
         dim, qi = s.stages[s.pos][0], s.stages[s.pos][5]
         lst = rk.queues[dim][qi]
-        lst.insert(insert_at(lst, s, smallest_first), s)  # Sys::insert_stream
+        lst.insert(insert_at(lst, s, smallest_first, now), s)  # Sys::insert_stream
         if start:
             try_start(rk, dim, qi)
 

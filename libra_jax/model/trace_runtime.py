@@ -39,9 +39,10 @@ than ring, which runs as in `step.simulate_step` (`TraceRuntime.start_stage`):
 * aware: the rank's `algorithms.StageDriver` sends its messages (`AlgoMsg`) through the
   rank's own FIFO links, sharing them with its other traffic (halving-doubling on a Ring of
   more than 2: every NPU of the group's, as `step.simulate_step`);
-* a double-binary-tree chunk (both backends) ends its time alone after it starts, once
-  ``algorithms.tree_follow_ns`` after the previous tree chunk of its queue started, and
-  hands its queue on before its end.
+* a double-binary-tree chunk hands its queue on once ``algorithms.tree_follow_ns`` after
+  the previous tree chunk of its queue started; unaware it ends its time alone after then,
+  aware the rank's `algorithms.TreeGroup` of the dimension replays it with the other tree
+  chunks running there (shared links; an added chunk can move their ends later).
 
 Units: ns, bytes, GB/s.
 """
@@ -81,11 +82,13 @@ class AlgoMsg:
         self.ser, self.lat = (ns,) * len(path), (lat,) * len(path)
 
 
-def insert_at(lst, s, smallest_first: bool) -> int:
+def insert_at(lst, s, smallest_first: bool, now: float) -> int:
     """Where stream ``s`` (its placed stage ``s.stages[s.pos]``) goes in a queue's waiting
     list (``Sys::insert_stream``): under SmallestFirst a reduce-scatter or all-gather phase
     goes ahead of the first waiting stream at least as large (the last place when one phase
-    is left after it); else behind every waiting stream of equal or higher priority."""
+    is left after it); else behind every waiting stream of equal or higher priority. Notes
+    when ``s`` was queued (``s.queued = now``, as `step.simulate_step`'s ``enqueue``)."""
+    s.queued = now
     stage = s.stages[s.pos]
     if smallest_first and len(stage) > 10 and stage[10] in (RS, AG):
         if len(s.stages) - s.pos - 1 == 1:
@@ -108,6 +111,7 @@ class TraceRuntime:
         self.themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
         self.rr = tm.inter_dim_scheduling == "round_robin"
         self.exact_cache: dict = {}
+        self.tree_groups: dict = {}  # (rank idx, dim, NPUs) -> its aware `TreeGroup`
         self.states: dict = {}  # rank -> [RuntimeState, ASTRA-sim's round-robin counter]
         self.algos = tm.algorithm or ("ring",) * len(self.npd)
         self.lat, self.backend = list(geo.lat), tm.network_backend
@@ -121,9 +125,7 @@ class TraceRuntime:
         st = s.stages[s.pos]
         dim, n_d, com, size = st[0], st[8], st[10], st[11]
         if tree_of(st) is not None:
-            release, done = self._tree(s.rk, st, now)
-            push(release, "release", s)
-            push(done, "done", s)
+            self._tree(s, now, push)
             return
         alg = self.algos[dim]
         s.driver = algorithms.StageDriver(alg, com, n_d, self.blocks[dim],
@@ -152,11 +154,15 @@ class TraceRuntime:
         for tb, i in m.s.driver.received(t, m.dst):
             push(tb, "general", (m.s, i))
 
-    def _tree(self, rk, st, now: float) -> tuple[float, float]:
-        """(queue release, end) of a tree chunk started at ``now`` on rank ``rk`` (twin of
-        ``start_tree`` in `step.simulate_step`): its NPUs run it once they left the queue's
-        previous chunk, so it ends at max(now, previous start + `algorithms.tree_follow_ns`)
-        + its time alone; the queue takes its next chunk after the shorter follow time."""
+    def _tree(self, s, now: float, push) -> None:
+        """Pushes the queue release and the end of stream ``s``'s tree chunk started at
+        ``now`` on its rank (twin of ``start_tree`` in `step.simulate_step`): its NPUs run
+        it once they left the queue's previous chunk, so it ends at max(now, previous start
+        + `algorithms.tree_follow_ns`) + its time alone; the queue takes its next chunk
+        after the shorter follow time. Aware: the rank's `algorithms.TreeGroup` of the
+        dimension replays it with the dimension's other tree chunks (shared links): its end
+        and every end that moved are "general" ``(s, -1)`` events (stale ones ignored)."""
+        rk, st = s.rk, s.stages[s.pos]
         dim, qi, n_d, size, alone, tree = st[0], st[5], st[8], st[11], st[12], st[13]
         at, hold = now, alone
         args = (n_d, self.blocks[dim])
@@ -178,7 +184,16 @@ class TraceRuntime:
                 at = max(at, t0 + follow(size0, tree0 == tree))
             rk.tree_last[q_key] = (at, tree, size)
             hold = min(follow(size, True), follow(size, False), hold)
-        return at + hold, at + alone
+        if self.backend == "aware":  # the dimension's tree chunks share its links
+            key = (rk.idx, dim, n_d)
+            if key not in self.tree_groups:
+                self.tree_groups[key] = algorithms.TreeGroup(*args, rest[:5], self.per_queue)
+            for o in self.tree_groups[key].add(s, now, tree, size, qi, s.queued):
+                push(o.driver.done, "general", (o, -1))
+            push(min(at + hold, s.driver.done), "release", s)
+            return
+        push(at + hold, "release", s)
+        push(at + alone, "done", s)
 
     def _state(self, rank: int):
         if rank not in self.states:

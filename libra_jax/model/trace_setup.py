@@ -148,7 +148,7 @@ def own_links(route) -> tuple:
 class Stream:
     __slots__ = ("node", "priority", "stages", "pos", "left", "seq", "rk", "rate", "held",
                  "step", "steps", "msg_ns", "msg_lat", "path", "reductions", "red_step", "hops",
-                 "pre", "post", "driver", "ns_per_byte")
+                 "pre", "post", "driver", "ns_per_byte", "queued")
 
     def __init__(self, node, priority, stages, seq, rk, held):
         self.node, self.priority, self.stages, self.seq, self.rk = (node, priority, stages,
