@@ -23,6 +23,10 @@ def _design_files(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_g
         raise LibraInputError(
             f"system.endpoint_delay_ns = {show(delay)}: ASTRA-sim counts whole ns; give an integer "
             "to export the design (export_astrasim=true).")
+    if delay == 0:
+        log.warning("system.endpoint_delay_ns = 0: ASTRA-sim's analytical event queue aborts on "
+                    "a zero endpoint-delay (assertion 'event time > current time', EventQueue.cpp "
+                    "l. 33); rerun with system.endpoint_delay_ns=1 to export a step it can run.")
     yml, js = astrasim.export_design(
         network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
         chunks=tm.chunks, endpoint_delay_ns=int(delay),
