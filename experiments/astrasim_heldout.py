@@ -587,6 +587,27 @@ def simulate(case: dict, run_dir: str, ws: str, timeout: float) -> dict:
     return row
 
 
+def run_draw(base: dict, runs_dir: str, ws: str, gen: str, timeout: float,
+             backends=BACKENDS, prepare_fn=None) -> list[tuple[dict, dict]]:
+    """One drawn case on every backend: [(case, result row)]. The ETs are written once (the
+    first backend's) and reused; a failed ET generation is a row with rc -1 and its error.
+    ``prepare_fn``: how a run directory is written (default `prepare`)."""
+    prepare_fn = prepare_fn or prepare
+    out, et_dir = [], None
+    for backend in backends:
+        case = case_for_backend(base, backend)
+        run_dir = os.path.join(runs_dir, case["case_id"])
+        err = prepare_fn(case, run_dir, ws, gen, et_from=et_dir)
+        if err:
+            row = {"case_id": case["case_id"], "backend": backend, "astra_max_ns": "",
+                   "astra_min_ns": "", "wall_s": "0.00", "rc": -1, "error": err}
+        else:
+            et_dir = os.path.join(run_dir, "et")
+            row = simulate(case, run_dir, ws, timeout)
+        out.append((case, row))
+    return out
+
+
 def run_all(seed: int, n_cases: int, out: str, ws: str, gen: str, timeout: float,
             backends=BACKENDS, runs_dir: str | None = None, verbose: bool = True,
             kind: str = "random"):
@@ -596,18 +617,8 @@ def run_all(seed: int, n_cases: int, out: str, ws: str, gen: str, timeout: float
     cases, rows = [], []
     t_start = time.time()
     for i in range(n_cases):
-        base = DRAWERS[kind](seed, i)
-        et_dir = None
-        for backend in backends:
-            case = case_for_backend(base, backend)
-            run_dir = os.path.join(runs_dir, case["case_id"])
-            err = prepare(case, run_dir, ws, gen, et_from=et_dir)
-            if err:
-                row = {"case_id": case["case_id"], "backend": backend, "astra_max_ns": "",
-                       "astra_min_ns": "", "wall_s": "0.00", "rc": -1, "error": err}
-            else:
-                et_dir = os.path.join(run_dir, "et")
-                row = simulate(case, run_dir, ws, timeout)
+        for case, row in run_draw(DRAWERS[kind](seed, i), runs_dir, ws, gen, timeout,
+                                  backends):
             cases.append(case)
             rows.append(row)
             if verbose:

@@ -385,18 +385,8 @@ def run_all(seed, n_cases, out, ws, gen, timeout, kind, runs_dir, start=0, verbo
     t_start = time.time()
     info = {}
     for i in range(start, start + n_cases):
-        base = DRAWERS[kind](seed, i)
-        et_dir = None
-        for backend in H.BACKENDS:
-            case = H.case_for_backend(base, backend)
-            run_dir = os.path.join(runs_dir, case["case_id"])
-            err = prepare(case, run_dir, ws, gen, et_from=et_dir)
-            if err:
-                row = {"case_id": case["case_id"], "backend": backend, "astra_max_ns": "",
-                       "astra_min_ns": "", "wall_s": "0.00", "rc": -1, "error": err}
-            else:
-                et_dir = os.path.join(run_dir, "et")
-                row = H.simulate(case, run_dir, ws, timeout)
+        for case, row in H.run_draw(DRAWERS[kind](seed, i), runs_dir, ws, gen, timeout,
+                                    prepare_fn=prepare):
             row["coll_span_ns"] = ""
             if kind == "single" and row["astra_max_ns"] != "":
                 row["coll_span_ns"] = row["astra_max_ns"] - SINGLE_PRE_NS
