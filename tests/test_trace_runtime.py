@@ -97,10 +97,13 @@ ALGOS = [("direct", "ring", "ring"), ("halving_doubling", "halving_doubling", "r
 
 
 @pytest.mark.parametrize("seed", range(18))
-def test_other_algorithms_aware_are_simulate_step(seed):
+def test_other_algorithms_aware_are_simulate_step(seed, monkeypatch):
     """Direct / halving-doubling / double-binary-tree dimensions under the aware backend
     (and the tree under the unaware one): each rank's `PhaseDriver` sends its messages on its
-    own links (sharing them with its other stages), tree chunks chain in their queue."""
+    own links (sharing them with its other stages), tree chunks chain in their queue. The
+    trace replay runs a tree on one NPU standing for all: `simulate_step` without its copies
+    (one per tree position, `step.copy_dims`)."""
+    monkeypatch.setattr(step, "MAX_COPIES", 1)
     rng = np.random.default_rng(300 + seed)
     algo = ALGOS[seed % len(ALGOS)]
     backend = "unaware" if seed >= 12 else "aware"
@@ -128,10 +131,12 @@ def _chunked(backend, chunks):
 
 @pytest.mark.parametrize("backend", ["unaware", "aware"])
 @pytest.mark.parametrize("chunks", [2, 5, 8])
-def test_tree_chunks_chain_as_simulate_step(backend, chunks):
+def test_tree_chunks_chain_as_simulate_step(backend, chunks, monkeypatch):
     """Trees over several chunks: a chunk ends at max(its start, the queue's previous chunk's
     start + `tree_follow_ns`) + its time alone, handing the queue on early; RootMax /
-    RootMin alternate per dimension in issue order: the same step as `simulate_step`."""
+    RootMin alternate per dimension in issue order: the same step as `simulate_step` on one
+    NPU standing for all (no copies)."""
+    monkeypatch.setattr(step, "MAX_COPIES", 1)
     _same(*_chunked(backend, chunks))
 
 

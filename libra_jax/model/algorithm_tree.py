@@ -126,7 +126,9 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
     arrives before its parent runs that chunk waits for it (``sim_recv``: the callback runs
     at once when the recv is posted). ``starts`` / ``queue_of`` / ``slots`` (the step
     replay, `tree_group_ends`): chunk ``j`` is queued at ``starts[j]`` on queue
-    ``queue_of[j]``, whose NPUs each run up to ``slots`` of its chunks at once, in order."""
+    ``queue_of[j]``, whose NPUs each run up to ``slots`` of its chunks at once, in order;
+    ``starts[j]`` may be one time per NPU (`TreeCopies`: ``inf`` for an NPU that has not
+    come to it, which then never leaves it, nor do the NPUs that wait for it: None)."""
     par0, ch0 = tree_links(n)
     rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
            [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
@@ -168,10 +170,13 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
     queue_of = [j % queues for j in range(k)] if queue_of is None else queue_of
     nxt, run = {}, {}  # (NPU, queue) -> its next chunk not started / chunks running
 
+    def at(j, i):  # chunk j's start on NPU i (one for all, or one per NPU: inf = never)
+        return starts[j][i] if isinstance(starts[j], (list, tuple)) else starts[j]
+
     def admit(i, qq, t):  # the NPU starts its queue's next chunks while a slot is free
         j = nxt.get((i, qq), 0)
         while j < k and (queue_of[j] != qq or (run.get((i, qq), 0) < slots
-                                               and starts[j] <= t)):
+                                               and at(j, i) <= t)):
             if queue_of[j] == qq:
                 run[(i, qq)] = run.get((i, qq), 0) + 1
                 start(i, j, t)
@@ -187,8 +192,9 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
         for qq in sorted(set(queue_of)):
             admit(i, qq, 0.0)
     for j in range(k):
-        if starts[j] > 0:
-            push(starts[j], "avail", (queue_of[j], j))
+        for t0 in sorted({at(j, i) for i in range(n)}):
+            if 0 < t0 < math.inf:
+                push(t0, "avail", (queue_of[j], j))
     while ev:
         t, _, kind, data = heapq.heappop(ev)
         if kind == "avail":
@@ -233,6 +239,7 @@ class TreeDriver:
     stale: `TreeGroup` moved the end)."""
 
     done = None
+    over = False  # its end was taken (`step.simulate_step`): it cannot move any more
 
     def __init__(self, prev):
         self.prev = prev  # the stream's previous driver: its messages still in flight
@@ -283,4 +290,60 @@ class TreeGroup:
                 c[5].done = max(ends)
                 if c[5] is c[0].driver:  # (a stream gone on has ended: it cannot move)
                     moved.append(c[0])
+        return moved
+
+
+class TreeCopies:
+    """The tree chunks of one tree of NPUs when every NPU of it is simulated on its own
+    (`step.simulate_step`'s copies, one per position in the tree dimensions): each NPU takes
+    a chunk when its own queue hands it the chunk, and leaves it at its own time
+    (`tree_replay` with one start per NPU); chunks are matched by their logical id (node,
+    stream, stage), whatever order the NPUs reach them in. ``rest``: (bw GB/s per link,
+    latency ns, endpoint delay ns, local-mem GB/s, gb_is_gib); ``aware``: the chunks share
+    the dimension's links (else each message takes its time alone)."""
+
+    def __init__(self, n, blk, rest, aware):
+        self.n, self.blk, self.rest, self.aware = n, int(blk), rest, aware
+        self.ch = {}  # logical id -> [tree, bytes, starts [n], streams [n]]
+
+    def add(self, lid, i, s, t, tree, size):
+        """NPU ``i``'s stream ``s`` reaches chunk ``lid`` at ``t`` -> the streams whose end
+        is now known or moved (each with ``driver.done`` set: push a "general" ``(s, -1)``
+        then)."""
+        c = self.ch.setdefault(lid, [tree, float(size), [math.inf] * self.n,
+                                     [None] * self.n, [None] * self.n])
+        s.driver = TreeDriver(getattr(s, "driver", None))
+        c[2][i], c[3][i], c[4][i] = float(t), s, s.driver
+        if math.inf in c[2]:  # no NPU leaves a tree before every NPU came to it
+            return []
+        # unaware: a chunk's ends are its own starts' business; aware: the chunks share links
+        chs = list(self.ch.values()) if self.aware else [c]
+        out = tree_replay(self.n, self.blk, [c[1] for c in chs], [c[0] for c in chs],
+                          *self.rest, self.aware, float, starts=[c[2] for c in chs],
+                          queue_of=list(range(len(chs))), slots=1)
+        moved = []
+        for c, ends in zip(chs, out):
+            for st, drv, e in zip(c[3], c[4], ends):
+                if st is None or e is None or drv.over or (drv.done is not None
+                                                           and e <= drv.done):
+                    continue
+                drv.done = e  # (an end only moves later: a stale event is then ignored)
+                if drv is st.driver:  # (a stream gone on has ended: it cannot move)
+                    moved.append(st)
+        if not self.aware:
+            del self.ch[lid]
+            return moved
+        # chunks every NPU has left before any later chunk started meet no later chunk
+        later = [min(c[2]) for c in chs] + [math.inf]
+        for j in range(len(chs) - 1, -1, -1):
+            later[j] = min(later[j], later[j + 1])
+        keys, cut, last = list(self.ch), 0, -math.inf
+        for j, ends in enumerate(out[:-1]):
+            if None in ends:
+                break
+            last = max(last, max(ends))
+            if last <= later[j + 1]:
+                cut = j + 1
+        for key in keys[:cut]:
+            del self.ch[key]
         return moved

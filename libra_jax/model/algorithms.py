@@ -25,6 +25,7 @@ import numbers
 from typing import NamedTuple
 
 from libra_jax.model.algorithm_tree import (
+    TreeCopies,
     TreeGroup,
     hops,
     peer_links,

@@ -80,6 +80,10 @@ class RuntimeState:
     rr: int = 0
     loads: list | None = None
     tick: float = 0.0
+    #: whether a collective has ended (NPU 0 then no longer issues first within a tick)
+    ended: bool = False
+    #: the tick after which NPU 0's restart of the loads takes effect (`collective_streams`)
+    restart_after: float | None = None
 
 
 def ring_phase(com: int, n: int, size: float, block: int, lat: float, ep: float, lmb, unit):
@@ -277,9 +281,13 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
     if inter in ("themis", "themis_flex"):
         if state.loads is None:
             state.loads = [[d, 0.0] for d in range(num)]
-        if now != state.tick:
+        if state.restart_after is not None and now != state.restart_after:
+            state.loads, state.restart_after = [[d, 0.0] for d in range(num)], None
+        if not state.ended and now != state.tick:  # NPU 0 issues first: it restarts them
             state.loads = [[d, 0.0] for d in range(num)]
-            state.tick = now
+        elif state.ended and now != state.tick:  # another NPU schedules it with the loads
+            state.restart_after = now  # as they are; NPU 0 restarts them later this tick
+        state.tick = now
     streams = []
     while size > 0:
         order = list(range(num))

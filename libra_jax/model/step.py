@@ -22,112 +22,19 @@ the certified gap of `train` need); the convex model the solver optimises is in
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from libra_jax.model import algorithms, pipelined, runtime
+from libra_jax.model.step_graph import PHASE_TAGS, TRAINING_LOOPS, step_graph  # noqa: F401
 from libra_jax.types import Block, Collective, StepNode
 
-TRAINING_LOOPS = ("no_overlap", "dp_overlap", "full_overlap")
 QUEUE_POLICIES = ("lifo", "fifo")
 NETWORK_BACKENDS = ("unaware", "aware")
-PHASE_TAGS = ("fwd", "ig", "wg")
 #: Most queues per dimension (and collectives in flight) accepted (ASTRA-sim runs use 1-4).
 MAX_QUEUES_PER_DIM = 1024
-
-
-# ------------------------------------------------------------------------------ the graph
-
-
-def _comm_nodes(workload, l: int, p: int, deps: tuple[int, ...], start: int) -> list[StepNode]:
-    """The collective(s) of layer-phase (l, p): ``issues`` collectives of size / issues,
-    each waiting for the previous one (the first for ``deps``)."""
-    code = int(workload.collective[l, p])
-    issues = 1 if workload.issues is None else int(workload.issues[l, p])
-    group = tuple(int(g) if g > 1 else 1 for g in workload.communicator[l, p])
-    involved = tuple(g > 1 for g in group)
-    if code == Collective.NONE or not any(involved):
-        return []
-    size = float(workload.size_bytes[l, p]) / issues
-    name = f"{PHASE_TAGS[p]}{l}:{workload.layer_names[l]}"
-    out = []
-    for i in range(issues):
-        out.append(StepNode(name=name if issues == 1 else f"{name}#{i}", kind="comm",
-                            deps=deps if i == 0 else (start + i - 1,), collective=code,
-                            size_bytes=size, involved=involved, group=group))
-    return out
-
-
-def step_graph(workload, training_loop: str) -> list[StepNode]:
-    """The node list of one training step (every NPU runs the same list).
-
-    Order (node ids): forward ``F{l}`` then its collective, l = 0..L-1; backward, l =
-    L-1..0: ``B{l}`` (input-gradient compute) and its collective, ``W{l}`` (weight-gradient
-    compute) and its collective. Dependencies by ``training_loop``:
-
-    * ``no_overlap``: one chain, every node waits for the one before it;
-    * ``dp_overlap``: as the chain, but a weight-gradient collective waits only for its
-      ``W{l}`` and nothing waits for it (the step ends when every node has finished);
-    * ``full_overlap``: as ``dp_overlap``, and a forward / input-gradient collective runs
-      beside its own layer's compute: both wait for what the compute would wait for, and the
-      next node waits for both.
-
-    Under the overlap loops a weight-gradient all-gather also waits for the last
-    weight-gradient reduce-scatter issued before it on the same group (ZeRO: a layer's
-    reduce-scatter, then the all-gather of its updated shard on the next line of the
-    workload). A phase issued n times (`Workload.issues`) is n collectives of size / n in
-    sequence.
-    Zero-time compute nodes are kept (they cost nothing).
-    """
-    nodes: list[StepNode] = []
-    frontier: tuple[int, ...] = ()  # what the next main-chain node waits for
-    last_rs: dict[tuple[int, ...], int] = {}  # group -> its last weight-gradient RS node
-    L = workload.num_layers
-
-    def add(node: StepNode) -> int:
-        nodes.append(node)
-        return len(nodes) - 1
-
-    def phase(l: int, p: int, tag: str) -> None:
-        nonlocal frontier
-        comp = add(StepNode(name=f"{tag}{l}", kind="compute", deps=frontier,
-                            duration_ns=float(workload.compute_ns[l, p])))
-        if p == 2 and training_loop != "no_overlap":
-            comms = _comm_nodes(workload, l, p, (comp,), len(nodes))
-            if comms and comms[0].collective == Collective.ALLGATHER \
-                    and comms[0].group in last_rs:
-                # ZeRO: the updated shards are gathered after they were reduced
-                comms[0] = dataclasses.replace(
-                    comms[0], deps=comms[0].deps + (last_rs[comms[0].group],))
-            for c in comms:
-                add(c)
-            if comms and comms[-1].collective == Collective.REDUCESCATTER:
-                last_rs[comms[-1].group] = len(nodes) - 1
-            frontier = (comp,)
-            return
-        if p < 2 and training_loop == "full_overlap":
-            comms = _comm_nodes(workload, l, p, frontier, len(nodes))
-            for c in comms:
-                add(c)
-            frontier = (comp,) + ((len(nodes) - 1,) if comms else ())
-            return
-        comms = _comm_nodes(workload, l, p, (comp,), len(nodes))
-        for c in comms:
-            add(c)
-        frontier = (len(nodes) - 1,)
-
-    for l in range(L):
-        phase(l, 0, "F")
-    for l in range(L - 1, -1, -1):
-        phase(l, 1, "B")
-        phase(l, 2, "W")
-    return nodes
-
-
-# ------------------------------------------------------------------------------ the replay
 
 
 class StepTiming(NamedTuple):
@@ -145,10 +52,14 @@ class _Stream:
                  # the congestion-aware link model's state of the running stage
                  "step", "steps", "msg_ns", "path", "reductions", "red_step",
                  # an algorithm other than ring: its representative NPU's state machine
-                 "driver", "ns_per_byte", "queued")
+                 "driver", "ns_per_byte", "queued",
+                 # its copy (`simulate_step`: a position in the tree dimensions), its index
+                 # among its collective's streams, whether it waits for the other copies
+                 "c", "ord", "hold")
 
-    def __init__(self, node, priority, stages, seq):
+    def __init__(self, node, priority, stages, seq, c=0, ord_=0):
         self.node, self.priority, self.stages, self.seq = node, priority, stages, seq
+        self.c, self.ord, self.hold = c, ord_, False
         self.pos = 0
         self.left = 1.0  # fraction of the current stage still to run
 
@@ -257,31 +168,40 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     q = int(tm.queues_per_dim)
     limit = tm.max_inflight_collectives
     n = len(nodes)
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    waiting_deps = np.array([len(set(nd.deps)) for nd in nodes])
+    algos = tm.algorithm or ("ring",) * num_dims
+    default_runtime = tm.is_default_runtime
+    cdims = [] if default_runtime else copy_dims(nodes, npd, algos)
+    copies = [()]  # each copy's position on the tree dimensions (one copy: no tree there)
+    for d in cdims:
+        copies = [pos + (k,) for pos in copies for k in range(npd[d])]
+    C = len(copies)
+    start = np.full((C, n), np.nan)
+    end = np.full((C, n), np.nan)
+    waiting_deps = np.tile([len(set(nd.deps)) for nd in nodes], (C, 1))
     children: list[list[int]] = [[] for _ in range(n)]
     for i, nd in enumerate(nodes):
         for dep in set(nd.deps):
             children[dep].append(i)
-    ready: list[int] = [i for i in range(n) if waiting_deps[i] == 0]
-    heapq.heapify(ready)
+    ready = [[i for i in range(n) if waiting_deps[0, i] == 0] for _ in range(C)]
     cache: dict = {}
-    alloc = Queues(num_dims, q)
-    queues = [[[] for _ in range(q)] for _ in range(num_dims)]  # waiting lists, running first
-    running: dict[tuple[int, int, int], _Stream] = {}  # (dim, queue, stream seq)
+    alloc = [Queues(num_dims, q) for _ in range(C)]
+    # per copy, dimension and queue: waiting lists, running first
+    queues = [[[[] for _ in range(q)] for _ in range(num_dims)] for _ in range(C)]
+    running: dict[tuple, _Stream] = {}  # (copy, dim, queue, stream seq)
     per_queue = -(-int(tm.active_chunks_per_dim) // q)  # streams a queue runs at once (Sys)
-    active = {(d, qi): 0 for d in range(num_dims) for qi in range(q)}
-    default_runtime = tm.is_default_runtime
+    active = {(c, d, qi): 0 for c in range(C) for d in range(num_dims) for qi in range(q)}
     smallest_first = tm.intra_dim_scheduling == "smallest_first"
     state = runtime.RuntimeState()
+    issued: dict = {}  # node -> its streams (scheduled once, by the first copy to issue it)
     exact_cache: dict = {}
-    streams_left = np.zeros(n, int)
+    streams_left = np.zeros((C, n), int)
     busy = np.zeros(num_dims)
-    compute_until = None  # (end time, node)
-    inflight = 0
-    counter = 0  # priority counter (Sys::get_priority)
-    trees = [0] * num_dims  # each tree dimension's next tree (its topology's counter)
+    compute_until = [None] * C  # per copy: (end time, node)
+    inflight = [0] * C
+    counter = [0] * C  # priority counter (Sys::get_priority)
+    trees = [[0] * num_dims for _ in range(C)]  # each tree dimension's next tree
+    waits: dict = {}  # (dim, other positions, stage id) -> the copies come to that stage
+    tree_copies: dict = {}  # (dim, other positions) -> its `algorithms.TreeCopies`
     seq = 0
     now = 0.0
 
@@ -299,7 +219,6 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     lat = (np.zeros(num_dims) if tm.latency_ns is None
            else np.broadcast_to(np.asarray(tm.latency_ns, np.float64), (num_dims,)))
     endpoint = float(tm.endpoint_delay_ns)
-    algos = tm.algorithm or ("ring",) * num_dims
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
 
     def push(t: float, kind: str, payload) -> None:
@@ -315,7 +234,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     def pre_send_ns(s: _Stream) -> float:
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
 
-    def link_put(link, msg, t: float) -> None:
+    def link_put(link, msg, t: float) -> None:  # every copy its own links
+        put((msg[0].c, link), msg, t)
+
+    def put(link, msg, t: float) -> None:
         if link_busy.get(link, False):
             link_wait.setdefault(link, []).append(msg)
             return
@@ -357,10 +279,18 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         ends at max(now, previous start + `algorithms.tree_follow_ns`) + its time alone;
         the queue takes its next chunk after the shorter follow time (same tree or not)."""
         dim, size, tree, alone = (s.stages[s.pos][k] for k in (0, 9, 11, 10))
-        at, q_key, hold = now, (dim, s.stages[s.pos][5]), alone
+        at, q_key, hold = now, (s.c, dim, s.stages[s.pos][5]), alone
         args = (int(nodes[s.node].group[dim]), blocks[dim])
         rest = (bw[dim] / runtime.link_share(algos[dim], npd[dim]), lat[dim], endpoint,
                 tm.local_mem_bw_gbps, tm.gb_is_gib, tm.network_backend)
+        if dim in cdims:  # every NPU of the tree its own copy: each leaves at its own time
+            j = cdims.index(dim)
+            pos = copies[s.c]
+            g = tree_copies.setdefault((dim, pos[:j] + pos[j + 1:]), algorithms.TreeCopies(
+                *args, rest[:5], aware))
+            for o in g.add((s.node, s.ord, s.pos), pos[j], s, now, tree, size):
+                push(o.driver.done, "general", (o, -1))
+            return
         def follow(prev, same):
             key = ("tree", dim, *args, prev, size, same)
             if key not in exact_cache:
@@ -374,9 +304,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             tree_last[q_key] = (at, tree, size)
             hold = min(follow(size, True), follow(size, False), hold)
         if aware:  # the dimension's tree chunks share its links: replayed together
-            g = tree_groups.setdefault((dim, args[0]), algorithms.TreeGroup(*args, rest[:5],
+            g = tree_groups.setdefault((s.c, dim, args[0]), algorithms.TreeGroup(*args, rest[:5],
                                                                             per_queue))
-            for o in g.add(s, now, tree, size, q_key[1], s.queued):  # ("general": done)
+            for o in g.add(s, now, tree, size, q_key[2], s.queued):  # ("general": done)
                 push(o.driver.done, "general", (o, -1))
             push(min(at + hold, s.driver.done), "release", s)
             return
@@ -392,11 +322,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             for dst, p, size in s.driver.general(t, i):
                 link_put(p[0], (s, 0, p, size * s.ns_per_byte, dst), t)
             if s.driver.done == t:  # every bundle back: nothing can follow
+                s.driver.over = True
                 push(t, "done", s)
         elif kind == "free":
             link_busy[payload] = False
             if link_wait.get(payload):
-                link_put(payload, link_wait[payload].pop(0), t)
+                put(payload, link_wait[payload].pop(0), t)
         elif kind == "arrive" and len(payload) > 2:  # an algorithm's message
             s, hop, p, ns, dst = payload
             if hop + 1 < len(p):
@@ -418,22 +349,34 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         elif kind == "release":  # a tree chunk hands its queue on (if it still holds it)
             key = s_key(payload)
             if running.pop(key, None) is not None:
-                active[key[:2]] -= 1
-                try_start(*key[:2])
+                active[key[:3]] -= 1
+                try_start(*key[:3])
+        elif kind == "go":  # every copy has come to this stage: it runs from now
+            payload.hold = False
+            if aware:
+                start_stage_aware(payload)
         else:  # "done"
             return s_key(payload), payload
         return None
 
-    def s_key(s: _Stream) -> tuple[int, int, int]:
-        return s.stages[s.pos][0], s.stages[s.pos][5], s.seq
+    def s_key(s: _Stream) -> tuple[int, int, int, int]:
+        return s.c, s.stages[s.pos][0], s.stages[s.pos][5], s.seq
 
-    def try_start(dim: int, qi: int) -> None:
-        while active[(dim, qi)] < per_queue and queues[dim][qi]:
-            s = queues[dim][qi].pop(0)
-            running[(dim, qi, s.seq)] = s
-            active[(dim, qi)] += 1
+    def try_start(c: int, dim: int, qi: int) -> None:
+        while active[(c, dim, qi)] < per_queue and queues[c][dim][qi]:
+            s = queues[c][dim][qi].pop(0)
+            running[(c, dim, qi, s.seq)] = s
+            active[(c, dim, qi)] += 1
             if len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None:
                 start_tree(s)
+            elif dim in cdims:  # a ring / direct stage on a tree dimension: its NPUs run
+                j = cdims.index(dim)  # it together, once the last of them has come to it
+                key = (dim, copies[c][:j] + copies[c][j + 1:], (s.node, s.ord, s.pos))
+                s.hold = True
+                waits.setdefault(key, []).append(s)
+                if len(waits[key]) == npd[dim]:
+                    for o in waits.pop(key):
+                        push(now, "go", o)
             elif aware:
                 start_stage_aware(s)
 
@@ -441,7 +384,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         s.queued = now
         stage = s.stages[s.pos]
         dim, qi = stage[0], stage[5]
-        lst = queues[dim][qi]
+        lst = queues[s.c][dim][qi]
         at = len(lst)
         if smallest_first and len(stage) > 8 and stage[8] in (runtime.RS, runtime.AG):
             # Sys::insert_stream, SmallestFirst: a stream with one phase left after this
@@ -456,88 +399,92 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     break
         lst.insert(at, s)
         if start:
-            try_start(dim, qi)
+            try_start(s.c, dim, qi)
 
-    def issue_collective(i: int) -> None:
-        nonlocal counter, seq
-        prio = counter
-        counter += 1 if lifo else -1
+    def issue_collective(c: int, i: int) -> None:
+        nonlocal seq
+        prio = counter[c]
+        counter[c] += 1 if lifo else -1
         if not default_runtime and nodes[i].collective != Collective.SENDRECV:
-            streams = runtime.collective_streams(nodes[i].collective, nodes[i].size_bytes,
-                                                 nodes[i].group, blocks, tm, bw, state, now,
-                                                 exact_cache, npd)
-            streams_left[i] = len(streams)
-            for stages in streams:
+            if i not in issued:  # (Themis: the first NPU to issue it schedules its chunks)
+                issued[i] = runtime.collective_streams(
+                    nodes[i].collective, nodes[i].size_bytes, nodes[i].group, blocks, tm, bw,
+                    state, now, exact_cache, npd)
+            streams = issued[i]
+            streams_left[c, i] = len(streams)
+            for o, stages in enumerate(streams):
                 placed = []
                 for st in stages:
-                    qi, dr = alloc.next(st.dim, st.kind)
+                    qi, dr = alloc[c].next(st.dim, st.kind)
                     tree = None  # DoubleBinaryTreeTopology: RootMax / RootMin in turn
                     if algos[st.dim] == "double_binary_tree" and st.exact is not None:
-                        tree, trees[st.dim] = trees[st.dim], 1 - trees[st.dim]
+                        tree, trees[c][st.dim] = trees[c][st.dim], 1 - trees[c][st.dim]
                     placed.append((st.dim, st.coef, st.fixed, st.kind, dr, qi, st.steps,
                                    st.red, st.com, st.size, st.exact, tree))
                 seq += 1
-                enqueue(_Stream(i, prio, placed, seq))
+                enqueue(_Stream(i, prio, placed, seq, c, o))
             return
         k, stages = stages_of(nodes[i], blocks, tm, cache, int(np.prod(npd)))
-        streams_left[i] = k
-        if not stages:
-            streams_left[i] = 0
-            return
-        for _ in range(k):
+        streams_left[c, i] = k if stages else 0
+        for o in range(k if stages else 0):
             placed = []
             for dim, coef, fixed, kind, steps, red in stages:
-                qi, dr = alloc.next(dim, kind)
+                qi, dr = alloc[c].next(dim, kind)
                 placed.append((dim, coef, fixed, kind, dr, qi, steps, red))
             seq += 1
-            enqueue(_Stream(i, prio, placed, seq))
+            enqueue(_Stream(i, prio, placed, seq, c, o))
 
-    def finish(i: int) -> None:
-        nonlocal inflight
-        end[i] = now
+    def finish(c: int, i: int) -> None:
+        end[c, i] = now
         if nodes[i].kind == "comm":
-            inflight -= 1
-        for c in children[i]:
-            waiting_deps[c] -= 1
-            if waiting_deps[c] == 0:
-                heapq.heappush(ready, c)
+            inflight[c] -= 1
+            state.ended = True
+        for ch in children[i]:
+            waiting_deps[c, ch] -= 1
+            if waiting_deps[c, ch] == 0:
+                heapq.heappush(ready[c], ch)
+        woke.add(c)
 
-    def issue_ready() -> None:
-        nonlocal compute_until, inflight
+    def issue_ready(c: int) -> None:
         blocked = []
-        while ready:
-            i = heapq.heappop(ready)
+        while ready[c]:
+            i = heapq.heappop(ready[c])
             nd = nodes[i]
             if nd.kind == "compute":
-                if compute_until is not None:
+                if compute_until[c] is not None:
                     blocked.append(i)
                     continue
-                start[i] = now
-                compute_until = (now + float(nd.duration_ns), i)
+                start[c, i] = now
+                compute_until[c] = (now + float(nd.duration_ns), i)
+                heapq.heappush(computes, (compute_until[c][0], c))
             else:
-                if limit is not None and inflight >= limit:
+                if limit is not None and inflight[c] >= limit:
                     blocked.append(i)
                     continue
-                start[i] = now
-                inflight += 1
-                issue_collective(i)
-                if streams_left[i] == 0:
-                    finish(i)
+                start[c, i] = now
+                inflight[c] += 1
+                issue_collective(c, i)
+                if streams_left[c, i] == 0:
+                    finish(c, i)
         for i in blocked:
-            heapq.heappush(ready, i)
+            heapq.heappush(ready[c], i)
 
-    issue_ready()
+    computes: list = []  # (end, copy) of the computes running
+    woke = set(range(C))  # the copies whose ready nodes may issue
     while True:
+        for c in sorted(woke):
+            issue_ready(c)
+        woke.clear()
         # the next event: compute done, a link event, or the first running stage to finish
         rates = {}
         t_next, what = np.inf, None
-        if compute_until is not None:
-            t_next, what = compute_until[0], ("compute", None)
+        if computes:
+            t_next, what = computes[0][0], ("compute", computes[0][1])
         if net and net[0][0] < t_next:  # links (aware) and tree chunks (both)
             t_next, what = net[0][0], ("net", None)
         if not aware:
             for key, s in running.items():
-                if len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None:
+                if s.hold or (len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None):
                     continue
                 total = stage_ns(s)
                 rates[key] = total
@@ -548,16 +495,17 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         if what is None:  # nothing runs, so nothing is blocked: the step is over
             break
         dt = t_next - now
-        for dim in {key[0] for key in running}:
+        for dim in {key[1] for key in running if key[0] == 0}:  # (the first copy's)
             busy[dim] += dt
         for key, s in running.items():
             if key in rates:
                 s.left = max(0.0, s.left - dt / rates[key]) if rates[key] > 0 else 0.0
         now = t_next
         if what[0] == "compute":
-            i = compute_until[1]
-            compute_until = None
-            finish(i)
+            c = heapq.heappop(computes)[1]
+            i = compute_until[c][1]
+            compute_until[c] = None
+            finish(c, i)
         else:
             if what[0] == "net":
                 _, _, kind, payload = heapq.heappop(net)
@@ -574,23 +522,43 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 # it leaves its queue first (which may start it again under the same key)
                 if held:
                     del running[key]
-                    active[key[:2]] -= 1
+                    active[key[:3]] -= 1
                 # Sys::proceed_to_next_vnet_baseline: it joins its next queue, the queue it
                 # left starts its next stream, then the new queue (aware: send order)
                 enqueue(s, start=False)
-                try_start(*key[:2])
-                try_start(s.stages[s.pos][0], s.stages[s.pos][5])
+                try_start(*key[:3])
+                try_start(s.c, s.stages[s.pos][0], s.stages[s.pos][5])
             else:
-                streams_left[s.node] -= 1
-                if streams_left[s.node] == 0:
+                streams_left[s.c, s.node] -= 1
+                if streams_left[s.c, s.node] == 0:
                     # ... its end is reported (DataSet, while the last stream still sits
                     # first in its queue): what it frees is issued at once, under LIFO ahead
                     # of every stream waiting there (docs/step_simulation.md section 6)
-                    finish(s.node)
-                    issue_ready()
+                    finish(s.c, s.node)
+                    issue_ready(s.c)
+                    woke.discard(s.c)
                 if held:
                     del running[key]
-                    active[key[:2]] -= 1
-            try_start(*key[:2])
-        issue_ready()
-    return StepTiming(float(np.nanmax(end)) if n else 0.0, start, end, busy)
+                    active[key[:3]] -= 1
+            try_start(*key[:3])
+    end_ns = np.fmax.reduce(end, axis=0)  # every node: its last copy's end, first start
+    return StepTiming(float(np.nanmax(end_ns)) if n else 0.0, np.fmin.reduce(start, axis=0),
+                      end_ns, busy)
+
+
+#: Most copies `simulate_step` runs (one per position in the tree dimensions); beyond it the
+#: trees run on one NPU standing for all (every NPU entering a tree at the same time).
+MAX_COPIES = 256
+
+
+def copy_dims(nodes, npd, algos) -> list[int]:
+    """The dimensions whose NPUs `simulate_step` runs one copy each: those that run
+    ``double_binary_tree`` for some all-reduce (a tree's NPUs leave it at their own times,
+    so the NPUs of the tree's positions run their own timelines), where every collective
+    over them spans the whole dimension; [] when the copies would be more than
+    `MAX_COPIES`."""
+    dims = [d for d in range(len(npd)) if algos[d] == "double_binary_tree" and npd[d] > 1
+            and any(nd.kind == "comm" and nd.collective == Collective.ALLREDUCE
+                    and nd.group[d] > 1 for nd in nodes)
+            and all(nd.kind != "comm" or nd.group[d] in (1, npd[d]) for nd in nodes)]
+    return dims if int(np.prod([npd[d] for d in dims])) <= MAX_COPIES else []

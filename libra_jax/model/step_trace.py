@@ -323,6 +323,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         kind = rk.kind[i]
         if kind == COLL or kind == SEND:
             rk.inflight -= 1
+            rt.collective_ended(rk.rank, kind == COLL)
         ptr = rk.child_ptr
         a, b = ptr[i], ptr[i + 1]
         if a != b:

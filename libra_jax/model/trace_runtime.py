@@ -195,6 +195,12 @@ class TraceRuntime:
         push(at + hold, "release", s)
         push(at + alone, "done", s)
 
+    def collective_ended(self, rank: int, collective: bool = True) -> None:
+        """A collective (else a send) of ``rank`` ended: Themis's first issuer within a tick
+        is then no longer NPU 0 (`runtime.RuntimeState.ended`)."""
+        if collective:
+            self._state(rank)[0].ended = True
+
     def _state(self, rank: int):
         if rank not in self.states:
             self.states[rank] = [runtime.RuntimeState(), 0]
