@@ -101,8 +101,8 @@ def test_other_algorithms_aware_are_simulate_step(seed, monkeypatch):
     """Direct / halving-doubling / double-binary-tree dimensions under the aware backend
     (and the tree under the unaware one): each rank's `PhaseDriver` sends its messages on its
     own links (sharing them with its other stages), tree chunks chain in their queue. The
-    trace replay runs a tree on one NPU standing for all: `simulate_step` without its copies
-    (one per tree position, `step.copy_dims`)."""
+    trace replay runs a tree (and aware halving-doubling on a Ring) on one NPU standing for
+    all: `simulate_step` without its copies (one per position, `step.copy_dims`)."""
     monkeypatch.setattr(step, "MAX_COPIES", 1)
     rng = np.random.default_rng(300 + seed)
     algo = ALGOS[seed % len(ALGOS)]

@@ -543,3 +543,60 @@ def tree_follow_ns(n, block, bytes_prev, bytes_this, same_tree, bw_gbps, latency
     two = tree_replay(n, int(block), [float(bytes_prev), float(bytes_this)],
                       [0, 0 if same_tree else 1], *args)
     return max(two[1]) - max(tree_replay(n, int(block), [float(bytes_this)], [0], *args)[0])
+
+
+class RingCopies:
+    """Halving-doubling on a Ring of more than 2 NPUs under the aware backend when every NPU
+    of the ring is its own copy (`step.simulate_step`, `step.copy_dims`): NPU ``i`` starts
+    the stage when its own queue hands it over, runs its own `PhaseDriver`, and its messages
+    go hop by hop over the links of the NPUs they leave (``copy_of(a)``'s clockwise /
+    anticlockwise ring link, the keys its ring stages use). A message for an NPU that has not
+    started the stage yet waits for it (ASTRA-sim's ``sim_recv`` posted after the arrival).
+    Stages are matched by their logical id (node, stream, stage)."""
+
+    def __init__(self, dim, n, copy_of):
+        self.dim, self.n, self.copy_of = dim, n, copy_of
+        self.stages = {}  # logical id -> [drivers [n], streams [n], waiting receipts [n]]
+
+    def start(self, lid, i, s, t, make_group):
+        """NPU ``i``'s stream ``s`` starts stage ``lid`` at ``t`` -> [(time, stream, NPU)]
+        of its bundles ("general" events); ``s.driver`` is its `_RingCopy`."""
+        e = self.stages.setdefault(lid, [None, [None] * self.n, [0] * self.n])
+        if e[0] is None:
+            e[0] = make_group()
+        e[1][i] = s
+        s.driver = _RingCopy(self, lid, i, e[0][i])
+        out = [(tt, s, i) for tt in e[0][i].start(t)]
+        for _ in range(e[2][i]):
+            out += [(tt, s, i) for tt in e[0][i].received(t)]
+        e[2][i] = 0
+        return out
+
+    def deliver(self, lid, dst, t):
+        e = self.stages[lid]
+        if e[1][dst] is None:
+            e[2][dst] += 1
+            return []
+        return [(tt, e[1][dst], dst) for tt in e[0][dst].received(t)]
+
+
+class _RingCopy:
+    """One NPU's driver in `RingCopies` (the interface of `StageDriver`)."""
+
+    def __init__(self, ring, lid, i, drv):
+        self.ring, self.lid, self.i, self.drv = ring, lid, i, drv
+        self.done = None
+
+    def general(self, t, i):
+        r, out = self.ring, []
+        for off, size in self.drv.general(t):
+            dst = (i + off) % r.n
+            links = tuple(("abs", r.copy_of(a), (r.dim, 0 if b == (a + 1) % r.n else 1))
+                          for a, b in route(Block.RING, r.n, i, dst))
+            out.append((dst, links, size))
+        self.done = self.drv.done
+        return out
+
+    def received(self, t, dst):
+        """The sender's message reached NPU ``dst`` -> [(time, stream, NPU)] of its bundles."""
+        return self.ring.deliver(self.lid, dst, t)

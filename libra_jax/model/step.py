@@ -170,11 +170,13 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     n = len(nodes)
     algos = tm.algorithm or ("ring",) * num_dims
     default_runtime = tm.is_default_runtime
-    cdims = [] if default_runtime else copy_dims(nodes, npd, algos)
+    cdims = [] if default_runtime else copy_dims(nodes, npd, algos, blocks, aware)
     copies = [()]  # each copy's position on the tree dimensions (one copy: no tree there)
     for d in cdims:
         copies = [pos + (k,) for pos in copies for k in range(npd[d])]
     C = len(copies)
+    copy_at = {pos: c for c, pos in enumerate(copies)}
+    rings: dict = {}  # (dim, other positions) -> its `algorithms.RingCopies`
     start = np.full((C, n), np.nan)
     end = np.full((C, n), np.nan)
     waiting_deps = np.tile([len(set(nd.deps)) for nd in nodes], (C, 1))
@@ -235,7 +237,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         return endpoint + (s.red_step if 1 <= s.step <= s.reductions else 0.0)
 
     def link_put(link, msg, t: float) -> None:  # every copy its own links
-        put((msg[0].c, link), msg, t)
+        put(link[1:] if link[0] == "abs" else (msg[0].c, link), msg, t)
 
     def put(link, msg, t: float) -> None:
         if link_busy.get(link, False):
@@ -245,7 +247,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         s = msg[0]
         ns = s.msg_ns if len(msg) == 2 else msg[3]  # a ring message / an algorithm's
         push(t + ns, "free", link)
-        push(t + ns + lat[s.stages[s.pos][0]], "arrive", msg)
+        push(t + ns + lat[msg[5] if len(msg) > 5 else s.stages[s.pos][0]], "arrive", msg)
 
     def start_stage_aware(s: _Stream) -> None:
         stage = s.stages[s.pos]
@@ -254,6 +256,18 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             # shared links (it receives its k-th message when its own k-th one arrives)
             dim, com, size = stage[0], stage[8], stage[9]
             alg, n_d = algos[dim], int(nodes[s.node].group[dim])
+            if dim in cdims and alg == "halving_doubling":  # every NPU of the ring a copy
+                j, pos = cdims.index(dim), copies[s.c]
+                other = pos[:j] + pos[j + 1:]
+                ring = rings.setdefault((dim, other), algorithms.RingCopies(
+                    dim, n_d, lambda a: copy_at[other[:j] + (a,) + other[j:]]))
+                s.ns_per_byte = unit * runtime.link_share(alg, n_d) / bw[dim]
+                for tt, o, i in ring.start((s.node, s.ord, s.pos), pos[j], s, now, lambda: (
+                        algorithms.PhaseDriver.group(alg, com, n_d, size / n_d if com ==
+                                                     runtime.AG else size, endpoint,
+                                                     tm.local_mem_bw_gbps))):
+                    push(tt, "general", (o, i))
+                return
             s.driver = algorithms.StageDriver(
                 alg, com, n_d, blocks[dim], size / n_d if com == runtime.AG else size,
                 endpoint, tm.local_mem_bw_gbps, dim=dim, links_n=npd[dim])
@@ -320,7 +334,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         elif kind == "general":  # an algorithm's bundle is back: its sends, its end
             s, i = payload
             for dst, p, size in s.driver.general(t, i):
-                link_put(p[0], (s, 0, p, size * s.ns_per_byte, dst), t)
+                link_put(p[0], (s, 0, p, size * s.ns_per_byte, dst, s.stages[s.pos][0],
+                                s.driver), t)
             if s.driver.done == t:  # every bundle back: nothing can follow
                 s.driver.over = True
                 push(t, "done", s)
@@ -329,12 +344,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if link_wait.get(payload):
                 put(payload, link_wait[payload].pop(0), t)
         elif kind == "arrive" and len(payload) > 2:  # an algorithm's message
-            s, hop, p, ns, dst = payload
+            s, hop, p, ns, dst, dim, drv = payload
             if hop + 1 < len(p):
-                link_put(p[hop + 1], (s, hop + 1, p, ns, dst), t)
-            else:
-                for tt, i in s.driver.received(t, dst):
-                    push(tt, "general", (s, i))
+                link_put(p[hop + 1], (s, hop + 1, p, ns, dst, dim, drv), t)
+            else:  # (a copy's message: to the receiving copy's stream)
+                for ev in drv.received(t, dst):
+                    push(ev[0], "general", (s, ev[1]) if len(ev) == 2 else ev[1:])
         elif kind == "arrive":  # a ring message
             s, hop = payload
             if hop + 1 < len(s.path):
@@ -369,7 +384,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             active[(c, dim, qi)] += 1
             if len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None:
                 start_tree(s)
-            elif dim in cdims:  # a ring / direct stage on a tree dimension: its NPUs run
+            elif dim in cdims and not (algos[dim] == "halving_doubling"
+                                       and s.stages[s.pos][10] is not None):
+                # a ring / direct stage on a copied dimension: its NPUs run
                 j = cdims.index(dim)  # it together, once the last of them has come to it
                 key = (dim, copies[c][:j] + copies[c][j + 1:], (s.node, s.ord, s.pos))
                 s.hold = True
@@ -551,14 +568,21 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 MAX_COPIES = 256
 
 
-def copy_dims(nodes, npd, algos) -> list[int]:
-    """The dimensions whose NPUs `simulate_step` runs one copy each: those that run
-    ``double_binary_tree`` for some all-reduce (a tree's NPUs leave it at their own times,
-    so the NPUs of the tree's positions run their own timelines), where every collective
-    over them spans the whole dimension; [] when the copies would be more than
-    `MAX_COPIES`."""
-    dims = [d for d in range(len(npd)) if algos[d] == "double_binary_tree" and npd[d] > 1
-            and any(nd.kind == "comm" and nd.collective == Collective.ALLREDUCE
-                    and nd.group[d] > 1 for nd in nodes)
+def copy_dims(nodes, npd, algos, blocks, aware) -> list[int]:
+    """The dimensions whose NPUs `simulate_step` runs one copy each (their NPUs run their
+    own timelines): those that run ``double_binary_tree`` for some all-reduce (a tree's NPUs
+    leave it at their own times) and, congestion-aware, a Ring of more than 2 running
+    ``halving_doubling`` for some collective other than all-to-all (each NPU goes its own
+    way round), where every collective over them spans the whole dimension; [] when the
+    copies would be more than `MAX_COPIES`."""
+    def runs(d, algo, colls):
+        return any(nd.kind == "comm" and nd.collective in colls and nd.group[d] > 1
+                   for nd in nodes)
+    dims = [d for d in range(len(npd)) if npd[d] > 1 and (
+        (algos[d] == "double_binary_tree" and runs(d, algos[d], (Collective.ALLREDUCE,)))
+        or (aware and algos[d] == "halving_doubling" and int(blocks[d]) == Block.RING
+            and npd[d] > 2 and runs(d, algos[d], (Collective.ALLREDUCE,
+                                                   Collective.REDUCESCATTER,
+                                                   Collective.ALLGATHER))))
             and all(nd.kind != "comm" or nd.group[d] in (1, npd[d]) for nd in nodes)]
     return dims if int(np.prod([npd[d] for d in dims])) <= MAX_COPIES else []
