@@ -55,8 +55,9 @@ class Stage(NamedTuple):
     its bandwidth time is ``coef / bw`` ns; ``fixed`` ns (hop latency, endpoint delays, local
     reductions); ``kind`` the queue half ("any", "first", "last"); ``steps`` ring messages
     sent one after another; ``red`` the local-reduction part of ``fixed``; ``com`` the
-    phase's collective code (RS, AG, AR, A2A); ``size`` max(bytes in, bytes out) per NPU
-    (smallest-first scheduling sorts by it); ``exact`` None for a ring phase (its messages
+    phase's collective code (RS, AG, AR, A2A); ``size`` max(bytes in, bytes out) per NPU in
+    ASTRA-sim's integer bytes (a reduce-scatter floors; smallest-first scheduling sorts by
+    it); ``exact`` None for a ring phase (its messages
     are replayed by the link model), else the phase's time alone at the bandwidths on the
     run's backend (`algorithms.phase_time_ns`), ns."""
 
@@ -302,9 +303,12 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
             size -= this
         else:  # every stream carries a whole chunk, the last one too
             this, size = chunk, max(size - chunk, 0)
-        stages, remain = [], float(this)
+        stages, remain, whole = [], float(this), int(this)
         for com, d, kind in _phases(collective, order, involved, npus, tm):
             com = phase_type(algos[d], com)
+            # ASTRA-sim's bytes are integers: a reduce-scatter floors (what smallest-first
+            # compares: an all-gather back up can come out a few bytes short of its input)
+            out = whole // npus[d] if com == RS else (whole * npus[d] if com == AG else whole)
             args = (com, npus[d], remain, int(blocks[d]), float(lat[d]),
                     float(tm.endpoint_delay_ns), tm.local_mem_bw_gbps)
             coef, fixed, steps, red, final = phase_work(algos[d], *args, unit, share[d], d)
@@ -316,9 +320,9 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
                         algos[d], com, npus[d], int(blocks[d]), remain, link[d], args[4],
                         args[5], args[6], tm.gb_is_gib, tm.network_backend, dim=d)
                 exact = exact_cache[key]
-            stages.append(Stage(d, coef, fixed, kind, steps, red, com, max(remain, final),
+            stages.append(Stage(d, coef, fixed, kind, steps, red, com, float(max(whole, out)),
                                 exact))
-            remain = final
+            remain, whole = final, out
         if not stages:
             break
         streams.append(stages)
