@@ -4,7 +4,10 @@ drawn by `astrasim_runtime.py` predicted as ``libra-evaluate`` computes it
 per inter-dimension policy, per algorithm and per intra-dimension policy.
 
     python experiments/runtime_validation.py experiments/results/astrasim_runtime/single \\
-        experiments/results/astrasim_runtime/step --out experiments/results/runtime_validation.md
+        experiments/results/astrasim_runtime/single_s15 \\
+        experiments/results/astrasim_runtime/single_s19 \\
+        experiments/results/astrasim_runtime/step experiments/results/astrasim_runtime/step_s17 \\
+        --out experiments/results/runtime_validation.md
 
 ``--summary`` prints instead the per-backend, per-policy table of docs/runtime.md (between its
 ``validation-summary`` markers) over sets given as ``label=folder``:

@@ -565,7 +565,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
 #: Most copies `simulate_step` runs (one per position in the tree dimensions); beyond it the
 #: trees run on one NPU standing for all (every NPU entering a tree at the same time).
-MAX_COPIES = 256
+MAX_COPIES = 1024
 
 
 def copy_dims(nodes, npd, algos, blocks, aware) -> list[int]:
