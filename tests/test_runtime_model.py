@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from libra_jax import LibraInputError
-from libra_jax.model import runtime, step, timing
+from libra_jax.model import algorithms, runtime, step, timing
 from libra_jax.model.timing_spec import TimingModel, check_timing
 from libra_jax.types import Block, Collective, StepNode
 
@@ -49,6 +49,23 @@ def test_themis_orders_by_hand():
     again = runtime.collective_streams(Collective.ALLREDUCE, 8 * MIB, (4, 8), [FC, SW], tm,
                                        [100.0, 50.0], st, now=5.0)
     assert again[0][0].dim == 0 and [s[0].dim for s in again] == [0, 1, 0, 0, 0, 0, 0, 1]
+
+
+def test_themis_first_issuer_by_hand():
+    """After a collective has ended, another NPU than 0 schedules the next one first: with
+    the loads as they are (dim 1 at 6.125 > dim 0 at 4.6875, so dim 0 goes first until it
+    has caught up), NPU 0 restarting them after that tick; the collective after that starts
+    from zero loads again (ascending first, as the first one)."""
+    tm = TimingModel(model="pipelined", chunks=8, inter_dim_scheduling="themis")
+    args = (Collective.ALLREDUCE, 8 * MIB, (4, 8), [FC, SW], tm, [100.0, 50.0])
+    st = runtime.RuntimeState()
+    first = [s[0].dim for s in runtime.collective_streams(*args, st)]
+    st.ended = True  # the first collective ended: NPU 0 is no longer first
+    carried = [s[0].dim for s in runtime.collective_streams(*args, st, now=5.0)]
+    assert carried != first and carried[:2] == [0, 0] and st.restart_after == 5.0
+    # loads carried from the first: chunk 0 sees dim 0 at 4.6875 < dim 1 at 6.125
+    again = [s[0].dim for s in runtime.collective_streams(*args, st, now=9.0)]
+    assert again == first and st.restart_after == 9.0
 
 
 def test_round_robin_counter_runs_across_collectives():
@@ -292,3 +309,22 @@ def test_partial_group_bound_below_simulation(inter):
     sim = timing.step_time_ns(workload, network, tm, bw)
     problem = timing.build_timed_problem(network, workload, cost, spec, tm)
     assert float(objective.step_time_s(bw, problem)) * 1e9 <= sim * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_tree_copies_lone_all_reduce_is_the_every_npu_replay(backend, k):
+    """A lone all-reduce of k chunks on a tree dimension of 4 with one queue: every NPU a
+    copy (`step.copy_dims`), each taking the next chunk when it leaves the last one, ends as
+    `algorithms.tree_chunks_time_ns` (every NPU of both trees replayed in one event loop)."""
+    npd, blocks, bw = [4, 2], [FC, SW], [100.0, 40.0]
+    tm = TimingModel(model="pipelined", chunks=k, network_backend=backend,
+                     algorithm=("double_binary_tree", "ring"), latency_ns=[50.0, 20.0],
+                     endpoint_delay_ns=10.0, queues_per_dim=1)
+    node = _node(Collective.ALLREDUCE, k * MIB, (4, 1))
+    assert step.copy_dims([node], npd, tm.algorithm, blocks, backend == "aware") == [0]
+    got = step.simulate_step([node], blocks, npd, bw, tm).time_ns
+    link = bw[0] / runtime.link_share("double_binary_tree", 4)
+    ref = algorithms.tree_chunks_time_ns(4, FC, float(MIB), k, link, 50.0, 10.0,
+                                         tm.local_mem_bw_gbps, tm.gb_is_gib, backend)
+    assert got == pytest.approx(ref, rel=1e-12)
