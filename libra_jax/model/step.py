@@ -207,6 +207,11 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     seq = 0
     now = 0.0
 
+    def place(c: int, dim: int) -> tuple[int, tuple]:
+        """Copy ``c``'s position on the copied dimension ``dim``, and on the others."""
+        j, pos = cdims.index(dim), copies[c]
+        return pos[j], pos[:j] + pos[j + 1:]
+
     def stage_ns(stream) -> float:
         stage = stream.stages[stream.pos]
         if len(stage) > 10 and stage[10] is not None:  # an algorithm's phase, timed alone
@@ -257,12 +262,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             dim, com, size = stage[0], stage[8], stage[9]
             alg, n_d = algos[dim], int(nodes[s.node].group[dim])
             if dim in cdims and alg == "halving_doubling":  # every NPU of the ring a copy
-                j, pos = cdims.index(dim), copies[s.c]
-                other = pos[:j] + pos[j + 1:]
+                at, other = place(s.c, dim)
+                j = cdims.index(dim)
                 ring = rings.setdefault((dim, other), algorithms.RingCopies(
                     dim, n_d, lambda a: copy_at[other[:j] + (a,) + other[j:]]))
                 s.ns_per_byte = unit * runtime.link_share(alg, n_d) / bw[dim]
-                for tt, o, i in ring.start((s.node, s.ord, s.pos), pos[j], s, now, lambda: (
+                for tt, o, i in ring.start((s.node, s.ord, s.pos), at, s, now, lambda: (
                         algorithms.PhaseDriver.group(alg, com, n_d, size / n_d if com ==
                                                      runtime.AG else size, endpoint,
                                                      tm.local_mem_bw_gbps))):
@@ -298,11 +303,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         rest = (bw[dim] / runtime.link_share(algos[dim], npd[dim]), lat[dim], endpoint,
                 tm.local_mem_bw_gbps, tm.gb_is_gib, tm.network_backend)
         if dim in cdims:  # every NPU of the tree its own copy: each leaves at its own time
-            j = cdims.index(dim)
-            pos = copies[s.c]
-            g = tree_copies.setdefault((dim, pos[:j] + pos[j + 1:]), algorithms.TreeCopies(
-                *args, rest[:5], aware))
-            for o in g.add((s.node, s.ord, s.pos), pos[j], s, now, tree, size):
+            at, other = place(s.c, dim)
+            g = tree_copies.setdefault((dim, other), algorithms.TreeCopies(*args, rest[:5],
+                                                                           aware))
+            for o in g.add((s.node, s.ord, s.pos), at, s, now, tree, size):
                 push(o.driver.done, "general", (o, -1))
             return
         def follow(prev, same):
@@ -386,9 +390,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 start_tree(s)
             elif dim in cdims and not (algos[dim] == "halving_doubling"
                                        and s.stages[s.pos][10] is not None):
-                # a ring / direct stage on a copied dimension: its NPUs run
-                j = cdims.index(dim)  # it together, once the last of them has come to it
-                key = (dim, copies[c][:j] + copies[c][j + 1:], (s.node, s.ord, s.pos))
+                # a ring / direct stage on a copied dimension: its NPUs run it together,
+                # once the last of them has come to it
+                key = (dim, place(c, dim)[1], (s.node, s.ord, s.pos))
                 s.hold = True
                 waits.setdefault(key, []).append(s)
                 if len(waits[key]) == npd[dim]:
