@@ -304,7 +304,7 @@ class TreeCopies:
 
     def __init__(self, n, blk, rest, aware):
         self.n, self.blk, self.rest, self.aware = n, int(blk), rest, aware
-        self.ch = {}  # logical id -> [tree, bytes, starts [n], streams [n]]
+        self.ch = {}  # logical id -> [tree, bytes, starts [n], streams [n], drivers [n]]
 
     def add(self, lid, i, s, t, tree, size):
         """NPU ``i``'s stream ``s`` reaches chunk ``lid`` at ``t`` -> the streams whose end
