@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from libra_jax.model import algorithms, runtime, step, step_trace, timing
+from libra_jax.model import algorithms, runtime, step, step_trace, timing, trace_copies
 from libra_jax.model.trace_runtime import TraceRuntime
 from libra_jax.model.trace_setup import Geometry, Shapes
 from libra_jax.types import (Block, Collective, CommGroup, RankTrace, StepNode, TraceNode,
@@ -317,3 +317,24 @@ def test_real_system_presets_under_themis(preset):
     tm = dataclasses.replace(tm0, inter_dim_scheduling="themis", chunks=4)
     t = timing.step_time_ns(workload, network, tm, bw)
     assert np.isfinite(t) and t >= float(np.sum(workload.compute_ns))
+
+
+@pytest.mark.parametrize("backend", ["unaware", "aware"])
+def test_one_graph_with_trees_runs_simulate_step_copies(backend):
+    """A trace set whose ranks all run one graph with tree dimensions goes to
+    `simulate_step`'s copies (`trace_copies.as_copies`): the same step, each rank the times
+    of the copy at its tree positions; with sends or recvs it stays in the trace replay."""
+    nodes, tm = _chunked(backend, 4)
+    ref = step.simulate_step(nodes, BLOCKS, NPD, BW, tm)
+    assert ref.copy_dims == (0, 1) and len(ref.copies) == 8
+    got = step_trace.simulate_trace(step_trace.trace_from_nodes(nodes, NPD), BLOCKS, NPD, BW, tm)
+    assert got.time_ns == ref.time_ns
+    for r in range(24):  # NPU r sits at (r % 4, r // 4 % 2) on the two tree dimensions
+        c = ref.copies.index((r % 4, r // 4 % 2))
+        np.testing.assert_array_equal(got.rank_times(r)[1], ref.copy_end_ns[c])
+        assert got.rank_end_ns[r] == np.nanmax(ref.copy_end_ns[c])
+    assert len(set(got.class_of.tolist())) == 8
+    assert trace_copies.step_nodes(step_trace.trace_from_nodes(
+        [nodes[0], StepNode(name="p", kind="comm", deps=(0,), collective=Collective.SENDRECV,
+                            size_bytes=64.0, involved=(True, False, False), group=(4, 1, 1))],
+        NPD), NPD) is None

@@ -39,12 +39,19 @@ MAX_QUEUES_PER_DIM = 1024
 
 class StepTiming(NamedTuple):
     """`simulate_step`'s result. ``time_ns`` the step (last node's end); ``start_ns`` /
-    ``end_ns`` [N] per node; ``busy_ns`` [D] time each dimension had a stage running."""
+    ``end_ns`` [N] per node (first start, last end over the copies); ``busy_ns`` [D] time
+    each dimension had a stage running; ``copy_dims`` the copied dimensions
+    (`copy_dims`), ``copies`` each copy's position on them, ``copy_start_ns`` /
+    ``copy_end_ns`` [C, N] every copy's nodes."""
 
     time_ns: float
     start_ns: np.ndarray
     end_ns: np.ndarray
     busy_ns: np.ndarray
+    copy_dims: tuple = ()
+    copies: tuple = ((),)
+    copy_start_ns: np.ndarray | None = None
+    copy_end_ns: np.ndarray | None = None
 
 
 class _Stream:
@@ -564,7 +571,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             try_start(*key[:3])
     end_ns = np.fmax.reduce(end, axis=0)  # every node: its last copy's end, first start
     return StepTiming(float(np.nanmax(end_ns)) if n else 0.0, np.fmin.reduce(start, axis=0),
-                      end_ns, busy)
+                      end_ns, busy, tuple(cdims), tuple(copies), start, end)
 
 
 #: Most copies `simulate_step` runs (one per position in the tree dimensions); beyond it the

@@ -39,13 +39,13 @@ section "Every rank its own graph").
 * **Kernels.** A chain of computes (each the only child of the one before, its only parent)
   is one compute event (same sums) while nothing else wants the compute unit, else split.
 * **Runtime keys** and algorithms other than ring: as in `simulate_step`, per simulated
-  rank (`trace_runtime.py`: streams, queue rules, drivers on the rank's links, tree chunks).
+  rank (`trace_runtime.py`: streams, queue rules, drivers on the rank's links, tree chunks);
+  one graph on every rank with NPUs that differ (trees, aware halving-doubling Rings):
+  `simulate_step`'s copies (`trace_copies.py`).
 
 Split by job: `trace_setup.py` (geometry, ranks, checks, stages, result, `trace_from_nodes`),
 `trace_classes.py` (messages, classes), `trace_rings.py` (pg rings), `trace_runtime.py`.
-
-Units: ns, bytes, GB/s.
-"""
+Units: ns, bytes, GB/s."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ import itertools
 
 import numpy as np
 
-from libra_jax.model import pipelined
+from libra_jax.model import pipelined, trace_copies
 from libra_jax.model.trace_rings import ring_finish_aware, ring_finish_unaware, ring_signature
 from libra_jax.model.trace_classes import (match_messages, rank_classes, relayed_sends,
                                            wire_ranks)
@@ -81,11 +81,9 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
       bandwidth_gbps: [D] per-NPU GB/s (> 0 on every dimension used).
       tm: a `timing.TimingModel` (as for `step.simulate_step`; any runtime).
       classes: simulate one representative per class of equivalent ranks (exact); False
-        simulates every rank (for checks).
+        simulates every rank (for checks, and never `trace_copies`).
 
-    Returns:
-      `TraceTiming` (ns).
-
+    Returns: `TraceTiming` (ns).
     Raises:
       LibraInputError: ranks that do not fit the network, a group or peer outside it, a
         send without its recv (or the reverse), a step that cannot finish (naming the node).
@@ -97,6 +95,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         raise LibraInputError(f"npus_per_dim = {show(npd)} and bandwidth_gbps = "
                               f"{show(bandwidth_gbps)} need {num_dims} entries (blocks).")
     check_trace(trace, npd)
+    if classes and (got := trace_copies.as_copies(trace, blocks, npd, bandwidth_gbps, tm)):
+        return got  # one graph on every rank, NPUs that differ: `simulate_step`'s copies
     bw = np.asarray(bandwidth_gbps, np.float64)
     aware = tm.network_backend == "aware"
     lifo = tm.queue_policy == "lifo"
