@@ -35,8 +35,11 @@ from libra_jax.types import LibraInputError  # noqa: E402
 BARS = (0.02, 0.05, 0.10)
 
 
-def evaluate(folder: pathlib.Path):
-    """[(case, astra_ns or None, predicted ns or None, note)] of a set."""
+def evaluate(folder: pathlib.Path, via: str = "config"):
+    """[(case, astra_ns or None, predicted ns or None, note)] of a set: ``via="config"`` the
+    case's workload as a config (`astrasim_workload.predict_ns`), ``"ets"`` the per-NPU
+    Chakra ETs of the case imported as a trace set (`astrasim_workload.simulate_case`, as
+    ``libra-evaluate workload.chakra_et=...``)."""
     out = []
     for case, res in aw.load(folder):
         ref = res.get("astra_max_ns")
@@ -47,7 +50,8 @@ def evaluate(folder: pathlib.Path):
             out.append((case, float(ref), None, "not modelled"))
             continue
         try:
-            out.append((case, float(ref), aw.predict_ns(case), ""))
+            out.append((case, float(ref), aw.predict_ns(case) if via == "config"
+                        else aw.simulate_case(case).time_ns, ""))
         except LibraInputError as e:  # a case libra_jax refuses: counted apart, with why
             out.append((case, float(ref), None, f"refused: {e}"))
     return out
@@ -78,13 +82,14 @@ def table(rows, key) -> list[str]:
     return lines
 
 
-def summary(sets) -> list[str]:
+def summary(sets, via: str = "config") -> list[str]:
     """docs/runtime.md's table: every ``label=folder`` set per backend and policy."""
     lines = ["| set | backend / value | runs | within 2% | within 5% | within 10% | worst |",
              "|---|---|---|---|---|---|---|"]
     for spec in sets:
         label, _, folder = str(spec).rpartition("=")
-        body = table(evaluate(pathlib.Path(folder)), lambda c: c["inter_dim_scheduling"])[2:]
+        body = table(evaluate(pathlib.Path(folder), via),
+                     lambda c: c["inter_dim_scheduling"])[2:]
         lines += [f"| {label or folder} {row[1:]}" for row in body]
     return lines
 
@@ -93,16 +98,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sets", nargs="+", type=str)
     ap.add_argument("--out", type=pathlib.Path, default=None)
+    ap.add_argument("--via", choices=("config", "ets"), default="config",
+                    help="predict from the case as a config (default) or from its imported ETs")
     ap.add_argument("--summary", action="store_true",
                     help="one table per backend and inter-dimension policy over label=folder sets")
     args = ap.parse_args(argv)
     if args.summary:
-        print("\n".join(summary(args.sets)))
+        print("\n".join(summary(args.sets, args.via)))
         return 0
     lines = ["# libra_jax's runtime model against ASTRA-sim", ""]
     for folder in map(pathlib.Path, args.sets):
         t0 = time.perf_counter()
-        rows = evaluate(folder)
+        rows = evaluate(folder, args.via)
         seconds = time.perf_counter() - t0
         failed = [(c, note) for c, ref, _, note in rows if ref is None]
         apart = [c for c, ref, pred, note in rows if ref is not None and pred is None
