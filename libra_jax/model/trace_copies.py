@@ -24,12 +24,10 @@ _FIELDS = ("kind", "duration_ns", "collective", "size_bytes", "group", "dep_ptr"
 
 
 def step_nodes(trace: TraceSet, npd) -> list[StepNode] | None:
-    """The step graph every rank of ``trace`` runs, or None when the ranks differ or a node
-    is a send / recv, a collective of a ``pg_name`` group, or waits for a later node."""
+    """The step graph of rank 0 of ``trace``, or None when a node is a send / recv, a
+    collective of a ``pg_name`` group, or waits for a later node (`same_graph` says whether
+    every rank runs it)."""
     first = trace.ranks[0]
-    if any(not np.array_equal(getattr(r, f), getattr(first, f))
-           for r in trace.ranks[1:] for f in _FIELDS):
-        return None
     nodes = []
     for i in range(len(first.kind)):
         deps = tuple(int(d) for d in first.deps[first.dep_ptr[i]:first.dep_ptr[i + 1]])
@@ -52,17 +50,24 @@ def step_nodes(trace: TraceSet, npd) -> list[StepNode] | None:
     return nodes
 
 
+def same_graph(trace: TraceSet) -> bool:
+    """Whether every rank runs rank 0's graph (nodes, sizes, groups, dependencies)."""
+    first = trace.ranks[0]
+    return all(np.array_equal(getattr(r, f), getattr(first, f))
+               for r in trace.ranks[1:] for f in _FIELDS)
+
+
 def as_copies(trace: TraceSet, blocks, npd, bandwidth_gbps, tm) -> TraceTiming | None:
     """`simulate_step` of the graph every rank runs, each rank given the times of its copy
     (its position on the copied dimensions; the class of a rank is its copy), or None when
-    the trace is not one graph (`step_nodes`) or has no copied dimension."""
+    the trace is not one graph (`step_nodes`, `same_graph`) or has no copied dimension."""
     if tm.is_default_runtime:
         return None
     nodes = step_nodes(trace, npd)
     algos = tm.algorithm or ("ring",) * len(npd)
     if not nodes or not step.copy_dims(nodes, npd, algos, blocks,
-                                       tm.network_backend == "aware"):
-        return None
+                                       tm.network_backend == "aware") or not same_graph(trace):
+        return None  # (the ranks compared last: only where copies would be needed)
     got = step.simulate_step(nodes, blocks, npd, bandwidth_gbps, tm)
     strides = [math.prod(npd[:d]) for d in range(len(npd))]
     at = {pos: c for c, pos in enumerate(got.copies)}
