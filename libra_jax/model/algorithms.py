@@ -565,7 +565,7 @@ class RingCopies:
         if e[0] is None:
             e[0] = make_group()
         e[1][i] = s
-        s.driver = _RingCopy(self, lid, i, e[0][i])
+        s.driver = _RingCopy(self, lid, e[0][i])
         out = [(tt, s, i) for tt in e[0][i].start(t)]
         for _ in range(e[2][i]):
             out += [(tt, s, i) for tt in e[0][i].received(t)]
@@ -583,8 +583,8 @@ class RingCopies:
 class _RingCopy:
     """One NPU's driver in `RingCopies` (the interface of `StageDriver`)."""
 
-    def __init__(self, ring, lid, i, drv):
-        self.ring, self.lid, self.i, self.drv = ring, lid, i, drv
+    def __init__(self, ring, lid, drv):
+        self.ring, self.lid, self.drv = ring, lid, drv
         self.done = None
 
     def general(self, t, i):
