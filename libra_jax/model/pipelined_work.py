@@ -55,7 +55,7 @@ class _Work(NamedTuple):
     """Per chunk, per dimension work split into the up and down pass ([..., D] each)."""
 
     up_bytes: jax.Array  # bytes sent per NPU on the up stage (x GiB factor: a coefficient)
-    up_lat_ns: jax.Array  # steps x (hops latency + endpoint delay)
+    up_lat_ns: jax.Array  # steps x (hops latency + endpoint delay) + one endpoint delay
     up_red_ns: jax.Array  # local reduction
     down_bytes: jax.Array
     down_lat_ns: jax.Array
@@ -108,12 +108,18 @@ def chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, latency_ns,
         red_ns = 3.0 * jnp.asarray(reduced) / local_mem_bw_gbps
         if xp is np:
             red_ns = np.asarray(red_ns)
+    # A ring phase pays steps + 1 endpoint delays (Ring.cc): the packet inserted at
+    # StreamInit and every receipt each go through a memory-bus bundle (PacketBundle ->
+    # MemBus, `endpoint-delay` ns) before the next send or, after the last receipt, the
+    # phase's exit (docs/pipelined_model.md, "Latency regime"). ``+ 0.0`` when the endpoint
+    # delay is 0: the same bits as before.
     return _Work(
         up_bytes=up_steps * msg * unit,
-        up_lat_ns=up_steps * per_step_ns,
+        up_lat_ns=up_steps * per_step_ns + xp.where(up_steps > 0, endpoint_delay_ns, 0.0),
         up_red_ns=red_ns,
         down_bytes=down_steps * msg * unit,
-        down_lat_ns=down_steps * per_step_ns,
+        down_lat_ns=(down_steps * per_step_ns
+                     + xp.where(down_steps > 0, endpoint_delay_ns, 0.0)),
         up_steps=up_steps,
         down_steps=down_steps,
     )

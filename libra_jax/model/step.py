@@ -370,7 +370,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 if s.step < s.steps:
                     push(t + pre_send_ns(s), "send", s)
                 else:
-                    post = s.red_step if s.reductions >= s.steps else 0.0
+                    # the last receipt's bundle (endpoint delay + its reduction) before
+                    # the phase exits: steps + 1 endpoint delays in all (Ring.cc)
+                    post = endpoint + (s.red_step if s.reductions >= s.steps else 0.0)
                     push(t + post, "done", s)
         elif kind == "release":  # a tree chunk hands its queue on (if it still holds it)
             key = s_key(payload)

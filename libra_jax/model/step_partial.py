@@ -71,7 +71,8 @@ def pg_ring_piece(collective: int, size_bytes: float, members: Sequence[int], ne
     messages of ``m`` bytes. Member i's message j leaves after its message j-1 from its
     sender arrived, so every member's stage is at least the ``steps`` hops before it on the
     ring (each at its time alone, `Geometry.hop_ns` / the sum over its route's links under
-    the congestion-aware backend, plus the endpoint delay per message). Any ``steps =
+    the congestion-aware backend, plus the endpoint delay per message and one after the last
+    receipt). Any ``steps =
     a n + r`` consecutive hops of an n-ring hold every hop ``a`` times and ``r`` others: per
     dimension, at least ``a`` x the ring's sum plus its ``r`` smallest hops. A member's chunk
     stage is between the ring's mean and that member's own (`Shapes.ring_ns`), so at least
@@ -128,6 +129,6 @@ def pg_ring_piece(collective: int, size_bytes: float, members: Sequence[int], ne
         chunks = size_bytes / chunk if themis else float(k)
         serial = 1 if tm.inter_dim_scheduling == "themis_flex" else -(-math.ceil(chunks) // lanes)
         serial_bytes = chunks / lanes
-    const_ns = serial * (window(hop_c) + steps * float(tm.endpoint_delay_ns))
+    const_ns = serial * (window(hop_c) + (steps + 1) * float(tm.endpoint_delay_ns))
     coef = np.asarray([serial_bytes * window(hop_a[:, x]) for x in range(d)])
     return const_ns / 1e9, coef / 1e9

@@ -488,7 +488,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                         if s.pre is not None:
                             post = s.post
                         else:
-                            post = s.red_step if s.reductions >= s.steps else 0.0
+                            post = endpoint + (s.red_step if s.reductions >= s.steps
+                                               else 0.0)
                         push(now + post, "done", s)
             elif kind == "msg":
                 deliver(*payload)

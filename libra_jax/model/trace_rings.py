@@ -22,12 +22,14 @@ from libra_jax.types import TraceNode
 
 def step_overheads(steps: int, red_ns: float, n: int, endpoint_ns: float):
     """(pre [steps], post) of a ring stage: the delay before each message (endpoint delay,
-    plus a local reduction from the second message on) and after the last arrival, as the
-    congestion-aware replay of `step.simulate_step` schedules them."""
+    plus a local reduction from the second message on) and after the last arrival (the
+    last receipt's endpoint delay and reduction: steps + 1 endpoint delays in all, as
+    ASTRA-sim's Ring.cc), as the congestion-aware replay of `step.simulate_step` schedules
+    them."""
     reductions = n - 1 if red_ns > 0 else 0
     red_step = red_ns / reductions if reductions else 0.0
     pre = [endpoint_ns + (red_step if 1 <= k <= reductions else 0.0) for k in range(steps)]
-    return pre, (red_step if reductions >= steps else 0.0)
+    return pre, endpoint_ns + (red_step if reductions >= steps else 0.0)
 
 
 def ring_finish_unaware(hop_ns: Sequence[float], steps: int, pre: Sequence[float],
