@@ -14,11 +14,19 @@ from __future__ import annotations
 import logging
 import pathlib
 
-from libra_jax.cli import report, runtime, tables, trace_multi_report, trace_report
+from libra_jax.cli import (
+    report,
+    runtime,
+    serving_report,
+    tables,
+    trace_multi_report,
+    trace_report,
+)
 from libra_jax.cli.report import objective_key
 from libra_jax.studies.job import train as study
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.export import export_astrasim
+from libra_jax.studies.job.inputs import serving_requested
 from libra_jax.studies.trace_multi import has_trace
 
 log = logging.getLogger(__name__)
@@ -29,6 +37,8 @@ def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
     objective value."""
     if c.workload.chakra_et is not None:
         return trace_report.train(c, output_dir)
+    if serving_requested(c):
+        return serving_report.train(c, output_dir)
     if has_trace(c):
         return trace_multi_report.train(c, output_dir)
     run = study.train(c)

@@ -26,6 +26,7 @@ from libra_jax.cli import config, jobs, report, runtime, tables
 from libra_jax.studies.job import train as study
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.export import export_astrasim
+from libra_jax.studies.job.inputs import serving_requested
 from libra_jax.types import float64
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
     """One job: a runtime run (a runtime other than ASTRA-sim's default, or
     ``runtime=search``, on one workload: `train_runtime`), else `jobs.train`."""
     if (c.workload.chakra_et is None and c.workloads is None and not c.cosearch.enabled
-            and study.runtime_requested(c)):
+            and not serving_requested(c) and study.runtime_requested(c)):
         return train_runtime(c, output_dir)
     return jobs.train(c, output_dir)
 

@@ -46,6 +46,7 @@ from libra_jax.inputs.limits import LIMITS, as_list, as_str
 from libra_jax.model import objective as model
 from libra_jax.model.problem import (
     ConstraintSpec,
+    ModelRows,
     Problem,
     check_spec,
     float_vector,
@@ -190,8 +191,42 @@ def merge_problems(
     traffic, weight, compute = weighted_arrays(problems, w)
     return problem_from_arrays(
         traffic.reshape(-1, problems[0].num_dims), weight, compute,
-        cost_rates_usd_per_gbps, spec,
+        cost_rates_usd_per_gbps, spec, rows=weighted_rows(problems, w),
     )
+
+
+def weighted_rows(problems: Sequence[Problem], weights) -> ModelRows | None:
+    """The general model rows (`ModelRows`: model=pipelined's pieces) of
+    sum_i weights_i step_i: every problem's rows that take part, its pieces' weights times
+    weights_i, the pieces renumbered after the earlier problems' (nesting stays inside each
+    problem), the constants weighted and summed; None when no problem has rows."""
+    parts = []
+    offset = 0
+    for wi, p in zip(np.asarray(weights, np.float64), problems):
+        on = np.asarray(p.row_on, bool)
+        const0 = float(p.comm_const_s)
+        if wi == 0 or (not on.any() and const0 == 0.0):
+            continue
+        pw = np.asarray(p.piece_weight, np.float64)
+        parts.append((wi, pw, np.asarray(p.row_piece)[on] + offset,
+                      np.asarray(p.row_const_s, np.float64)[on],
+                      np.asarray(p.row_gb, np.float64)[on],
+                      np.asarray(p.row_nest, np.float64)[on], offset, const0))
+        offset += pw.shape[0]
+    if not parts:
+        return None
+    nest = np.zeros((sum(x[2].shape[0] for x in parts), offset))
+    r = 0
+    for _, pw, piece, _, _, sub, off, _ in parts:
+        nest[r:r + piece.shape[0], off:off + pw.shape[0]] = sub
+        r += piece.shape[0]
+    return ModelRows(
+        weight=np.concatenate([wi * pw for wi, pw, *_ in parts]),
+        piece=np.concatenate([x[2] for x in parts]).astype(np.int32),
+        const_s=np.concatenate([x[3] for x in parts]),
+        coef_gb=np.concatenate([x[4] for x in parts]),
+        const0_s=float(sum(wi * c0 for wi, *_, c0 in parts)),
+        nest=nest if nest.any() else None)
 
 
 # ----------------------------------------------------------------------------------------

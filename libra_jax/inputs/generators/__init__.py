@@ -12,7 +12,10 @@ Generators (``workload.generator``):
   mixture-of-experts when ``model.num_experts > 0`` (``moe`` is the same generator, but requires
   experts);
 * ``resnet50`` -- ResNet-50 (He et al. 2016), data parallel;
-* ``dlrm`` -- DLRM (Naumov et al. 2019): model-parallel embedding tables, data-parallel MLPs.
+* ``dlrm`` -- DLRM (Naumov et al. 2019): model-parallel embedding tables, data-parallel MLPs;
+* ``serving`` -- LLM inference (prefill, decode, disaggregated KV transfer): not one training
+  step but three phases, built by :func:`serving_phases` (``serving`` module) and run by
+  ``libra-train`` as a serving job (`libra_jax.studies.serving`).
 
 Inputs come in three blocks (validated here; the message names ``workload.<block>.<key>``):
 ``workload.model`` (architecture and batch), ``workload.parallel`` (degrees, placement, ZeRO,
@@ -58,6 +61,13 @@ from libra_jax.inputs.generators.common import (
 )
 from libra_jax.inputs.generators.dlrm import dlrm_workload
 from libra_jax.inputs.generators.resnet import resnet50_layers, resnet50_workload
+from libra_jax.inputs.generators.serving import (
+    PHASE_NAMES,
+    ServingModel,
+    ServingParallel,
+    ServingPhases,
+    serving_phases,
+)
 from libra_jax.inputs.generators.transformer import (
     CONVENTIONS,
     Transformer,
@@ -72,14 +82,15 @@ from libra_jax.types import LibraInputError, show
 
 __all__ = [
     "CONVENTIONS", "GENERATORS", "MAX_INT", "MAX_REAL", "NONE3", "RECOMPUTE", "ZERO_STAGES",
-    "Npu", "Parallel", "Placement", "Transformer", "check_generated",
+    "Npu", "PHASE_NAMES", "Parallel", "Placement", "ServingModel", "ServingParallel",
+    "ServingPhases", "serving_phases", "Transformer", "check_generated",
     "check_transformer_parallel", "default_placement", "dlrm_workload", "generate",
     "group_comms", "parallel_communicators", "parse_placement", "resnet50_layers",
     "resnet50_workload", "transformer_lines", "transformer_stage_params",
     "transformer_workload",
 ]
 
-GENERATORS = ("transformer", "moe", "resnet50", "dlrm")
+GENERATORS = ("transformer", "moe", "resnet50", "dlrm", "serving")
 
 
 def generate(generator: str, model: Mapping[str, Any] | None, parallel: Mapping[str, Any] | None,
@@ -104,6 +115,12 @@ def generate(generator: str, model: Mapping[str, Any] | None, parallel: Mapping[
             f"{prefix}.generator = {show(generator)}: unknown generator; expected one of "
             f"{', '.join(GENERATORS)}."
         )
+    if generator == "serving":
+        raise LibraInputError(
+            f"{prefix}.generator = serving describes an inference fleet (prefill, decode and "
+            "KV-transfer phases), not one training step: libra-train runs it "
+            "(objective=serving_throughput, perf_per_cost or perf_per_watt on tokens/s); "
+            "this command takes a training workload.")
     chip = Npu.parse(npu, f"{prefix}.npu")
     par = Parallel.parse(parallel, npus, f"{prefix}.parallel")
     if generator in ("transformer", "moe"):

@@ -40,6 +40,7 @@ class Objective(Choice):
     perf = "perf"  # min step time
     perf_per_cost = "perf_per_cost"  # min step time x network cost
     perf_per_watt = "perf_per_watt"  # min step time x total power = energy per step
+    serving_throughput = "serving_throughput"  # serving: max tokens/s (min s per token)
 
 
 class SolverMethod(Choice):
@@ -139,6 +140,9 @@ class ConstraintsConfig:
     linear: List[str] = dataclasses.field(default_factory=list)  # e.g. "bw[0] >= bw[1]"
     max_cost_usd: Optional[float] = None  # network cost <= this, $ (needs a cost model)
     max_power_w: Optional[float] = None  # network power <= this, W (needs Energy in the tiers)
+    # Serving SLOs (workload.generator=serving only; libra_jax/studies/serving.py):
+    max_ttft_ms: Optional[float] = None  # time to first token <= this, ms
+    max_tpot_ms: Optional[float] = None  # time per output token <= this, ms
 
 
 @dataclasses.dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 
 import numpy as np
@@ -127,6 +128,8 @@ def to_inputs(
         )
 
     # Cheap consistency checks first, before any file is read.
+    if not serving_requested(c):
+        check_serving_keys(c)
     _network_source(c.network)
     _check_cost_keys(c)
     generated = c.workload.generator is not None
@@ -514,3 +517,49 @@ def entry_errors(i: int):
             msg = msg.replace(f"workload.{key}", f"workloads[{i}].{key}")
         raise LibraInputError(msg if msg.startswith(f"workloads[{i}]") else
                               f"workloads[{i}]: {msg}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Serving keys
+# --------------------------------------------------------------------------------------------
+
+
+def serving_requested(c: LibraConfig) -> bool:
+    g = c.workload.generator
+    return g is not None and getattr(g, "value", g) == "serving"
+
+
+def check_serving_keys(c: LibraConfig) -> None:
+    """The serving keys are refused on a training run, and training-only keys on a serving
+    run (nothing is silently ignored)."""
+    k = c.constraints
+    if not serving_requested(c):
+        for name, v in (("constraints.max_ttft_ms", k.max_ttft_ms),
+                        ("constraints.max_tpot_ms", k.max_tpot_ms)):
+            if v is not None:
+                raise LibraInputError(
+                    f"{name}={show(v)} is a serving SLO; it needs workload.generator=serving "
+                    f"(e.g. conf=serving_llama3_70b), or set {name}=null.")
+        if c.objective == "serving_throughput":
+            raise LibraInputError(
+                "objective=serving_throughput needs a serving workload "
+                "(workload.generator=serving, e.g. conf=serving_llama3_70b); a training run "
+                "takes objective=perf, perf_per_cost or perf_per_watt.")
+        return
+    if c.objective == "perf":
+        raise LibraInputError(
+            "objective=perf with workload.generator=serving: a serving run maximises tokens/s; "
+            "use objective=serving_throughput (or perf_per_cost / perf_per_watt, on tokens/s).")
+    for name, bad in (("workloads", c.workloads is not None),
+                      ("cosearch.enabled", c.cosearch.enabled),
+                      ("runtime=search", getattr(c.runtime, "value", c.runtime) == "search"),
+                      ("training_loop", getattr(c.training_loop, "value", c.training_loop)
+                       != "no_overlap")):
+        if bad:
+            raise LibraInputError(
+                f"{name} is not available with workload.generator=serving (a serving run "
+                "optimises one network for the phases of one served model).")
+    for name, v in (("constraints.max_ttft_ms", k.max_ttft_ms),
+                    ("constraints.max_tpot_ms", k.max_tpot_ms)):
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise LibraInputError(f"{name} = {show(v)}: expected a positive number of ms.")

@@ -30,7 +30,13 @@ from libra_jax.studies import cosearch, multi
 from libra_jax.studies import runtime as runtime_study
 from libra_jax.studies.chunk_counts import ChunkChoice, solve_chunk_counts
 from libra_jax.studies.job.config import LibraConfig
-from libra_jax.studies.job.inputs import physical_inputs, to_inputs, to_multi_inputs, to_timing
+from libra_jax.studies.job.inputs import (
+    check_serving_keys,
+    physical_inputs,
+    to_inputs,
+    to_multi_inputs,
+    to_timing,
+)
 from libra_jax.studies.sensitivity import sensitivities
 from libra_jax.types import LibraInputError, show
 
@@ -166,7 +172,9 @@ class RuntimeRun:
 def train(c: LibraConfig) -> SingleRun | CosearchRun | MultiRun | RuntimeRun:
     """The job of ``libra-train``: the run the config asks for (multi-workload with
     ``workloads``, the co-search with ``cosearch.enabled``, a runtime other than the default
-    or ``runtime=search`` (`run_runtime`), else a single workload)."""
+    or ``runtime=search`` (`run_runtime`), else a single workload). A serving run
+    (``workload.generator=serving``) is `job.serving.run_serving`'s."""
+    check_serving_keys(c)
     if c.workloads is not None:
         _refuse_timing(c, "multi-workload runs (workloads=...)")
         return run_multi(c)
