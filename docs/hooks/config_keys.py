@@ -45,7 +45,8 @@ TRAIN = {
                                    "phase; required for `.txt`, an optional default for YAML "
                                    "workloads)"),
     "workload.generator": ("-", "generate the workload from a model description instead "
-                           "(`workload.file` must be null; presets: `dnn=<name>`)"),
+                           "(`workload.file` must be null; presets: `dnn=<name>`); `serving`: "
+                           "an inference fleet (prefill, decode, KV transfer; see Serving)"),
     "workload.chakra_et": ("path prefix", "a Chakra trace set instead: `<prefix>.<rank>.et` "
                            "(or `.et.gz`) for every NPU (`workload.file` must be null; needs "
                            "`model=pipelined`; see Bring your own trace)"),
@@ -54,7 +55,8 @@ TRAIN = {
     "workload.model": ("-", "the generator's model: architecture and batch (`layers hidden heads "
                        "ffn_hidden seq_len ...`; see Workloads from a model description)"),
     "workload.parallel": ("-", "the parallel mapping: `tp pp dp` (product = NPUs), `zero_stage`, "
-                          "`recompute`, `ep`, `placement`"),
+                          "`recompute`, `ep`, `placement`; serving: `tp pp ep replicas`, "
+                          "`disaggregated`, `prefill_replicas`, `kv_dim`"),
     "workload.npu": ("TFLOP/s, GB, GB/s", "the NPU: `peak_tflops`, `efficiency`, `memory_gb` "
                      "(null: not checked), `memory_bw_gbps`"),
     # constraints
@@ -70,12 +72,20 @@ TRAIN = {
     "constraints.max_cost_usd": ("$", "network cost budget (needs a cost model)"),
     "constraints.max_power_w": ("W", "network power cap (needs tiers that give `Energy`, e.g. "
                                 "`cost_model.file=technologies.yaml`)"),
+    "constraints.max_ttft_ms": ("ms", "serving SLO: time to first token (one prefill pass, plus "
+                                "the KV transfer when disaggregated) at most this "
+                                "(`workload.generator=serving` only)"),
+    "constraints.max_tpot_ms": ("ms", "serving SLO: time per output token (one decode step) at "
+                                "most this (`workload.generator=serving` only)"),
     # power
     "power.npu_w": ("W per NPU", "one NPU's power apart from the network: total power = NPUs x "
                     "`npu_w` + network power"),
     # objective, solver
     "objective": ("-", "`perf`: minimise step time; `perf_per_cost`: step time x network cost; "
-                  "`perf_per_watt`: step time x total power (= energy per step, J)"),
+                  "`perf_per_watt`: step time x total power (= energy per step, J); "
+                  "`serving_throughput` (serving only): maximise tokens/s, and with a serving "
+                  "workload `perf_per_cost` / `perf_per_watt` are on tokens/s ($ per token/s, J "
+                  "per token)"),
     "solver.method": ("-", "`ipm`: the primal-dual interior-point kernel of the batch engine "
                       "(`solvers/ipm.py`), certified gaps ~1e-13 (nested overlap-loop rows "
                       "~1e-10). `optax`: projected Adam with an augmented Lagrangian "

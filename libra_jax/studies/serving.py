@@ -70,7 +70,11 @@ SERVING_OBJECTIVES = ("serving_throughput", "perf_per_cost", "perf_per_watt")
 KELLEY_TOL = 1e-5
 MAX_KELLEY = 60
 #: Rounds and levels per round of the cost / power level search.
-LEVEL_ROUNDS, LEVELS = 4, 8
+LEVEL_ROUNDS, LEVELS = 12, 8
+#: Relative gap at which the level search stops.
+LEVEL_TOL = 1e-4
+#: Bisection steps for the least cost (or power) at which the SLOs can be met.
+BISECTIONS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,10 +358,23 @@ def level_search(build, form: ServingForm, rates, rates_fn, offset: float,
     are the cost rates the problems are built with. Caps below max(lo, hi / 1e3) are not
     solved: ``floor`` (`product_floor`) bounds the designs there."""
     start = time.perf_counter()
-    lo = max(lo, hi * 1e-3)
-    levels = sorted({float(x) for x in np.geomspace(lo, hi, LEVELS)} | {lo, hi})
     solved: dict[float, ServingSolve | None] = {}
     inner, certified = 0, True
+    lo = max(lo, hi * 1e-3)
+    if form.b.size:
+        # The SLOs bound the cost from below: bisect (in log scale) for the largest cap at
+        # which they certainly cannot be met; no design is cheaper.
+        a, b = hi * 1e-9, hi
+        for _ in range(BISECTIONS):
+            mid = math.sqrt(a * b)
+            problems, spec = build(mid)
+            if _feasible_at(problems, form, rates, spec) is False:
+                a = mid
+            else:
+                b = mid
+        solved[a] = None
+        lo, floor = b, math.inf
+    levels = sorted({float(x) for x in np.geomspace(lo, hi, LEVELS)} | {lo, hi})
 
     def bounds():
         caps = sorted(solved)
@@ -366,7 +383,7 @@ def level_search(build, form: ServingForm, rates, rates_fn, offset: float,
             c1 = caps[i + 1] if i + 1 < len(caps) else c0
             s1 = solved[c1]
             lb1 = math.inf if s1 is None else max(s1.lower_bound, 0.0)
-            out.append(max((offset + c0) * lb1, floor))
+            out.append((offset + c0) * lb1)
         return caps, out
 
     for _ in range(LEVEL_ROUNDS):
@@ -384,7 +401,10 @@ def level_search(build, form: ServingForm, rates, rates_fn, offset: float,
             certified &= s.certified and ok is True
         caps, prods = bounds()
         worst = int(np.argmin(prods))
-        if worst >= len(caps) - 1:
+        ub = min((x.value * (offset + rates_fn(x.bandwidth_gbps)) for x in solved.values()
+                  if x is not None and x.slo_violation <= 1e-9), default=math.inf)
+        lb = min(min(prods), floor)
+        if worst >= len(caps) - 1 or (lb > 0 and ub - lb <= LEVEL_TOL * lb):
             break
         levels = [float(x) for x in np.linspace(caps[worst], caps[worst + 1], 4)[1:-1]]
     caps, prods = bounds()
