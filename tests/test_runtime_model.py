@@ -87,13 +87,14 @@ def test_round_robin_counter_runs_across_collectives():
 def test_baseline_all_reduce_by_hand():
     """``baseline``: a full all-reduce of the chunk on every dimension: Ring(4) then FC(8),
     1 chunk of 8 MiB, 100 / 50 GB/s, latency 200 ns, endpoint 10 ns: 2(n-1) steps of c/n per
-    dimension: 6 x (2 MiB / 100 + 210) + 14 x (1 MiB / 50 + 210) ns."""
+    dimension: 6 x (2 MiB / 100 + 210) + 14 x (1 MiB / 50 + 210) ns, and one endpoint delay
+    more per phase (steps + 1, Ring.cc)."""
     c = 8 * MIB
     tm = TimingModel(model="pipelined", chunks=1, collective_optimization="baseline",
                      latency_ns=[200.0, 200.0], endpoint_delay_ns=10.0)
     t = step.simulate_step([_node(Collective.ALLREDUCE, c, (4, 8))], [RING, FC], [4, 8],
                            [100.0, 50.0], tm).time_ns
-    want = 6 * (c / 4 / 100 + 210) + 14 * (c / 8 / 50 + 210)
+    want = 6 * (c / 4 / 100 + 210) + 14 * (c / 8 / 50 + 210) + 2 * 10.0
     assert t == pytest.approx(want, rel=1e-12)
 
 

@@ -240,7 +240,8 @@ def test_collective_issued_at_a_collective_end_goes_first(kind):
     AR is ready at 8 us but held back by the limit until the first D ends, then goes ahead of
     the second one: 5 us + D + AR + max(W1, D) under LIFO, 5 us + 2 D + AR + W1 under FIFO.
     Times per stage: n-1 ring steps per pass of m = stage bytes / steps each, m / bw + 1 ns,
-    plus 3 m / 1e6 on the reducing steps. ASTRA-sim's ticks (c459ab6, both local patches; it
+    one endpoint delay more per stage (steps + 1, Ring.cc), plus 3 m / 1e6 on the reducing
+    steps. ASTRA-sim's ticks (c459ab6, both local patches; it
     truncates each reduction to whole ns): zero 248,423 / 238,423 ns, inflight 298,028 /
     308,028 ns (LIFO / FIFO)."""
     exp = _experiment()
@@ -249,7 +250,7 @@ def test_collective_issued_at_a_collective_end_goes_first(kind):
 
     def stage(nbytes, steps, reducing):
         m = nbytes / steps
-        return steps * (m / gib + 1.0) + reducing * 3 * m / 1e6
+        return steps * (m / gib + 1.0) + 1.0 + reducing * 3 * m / 1e6
 
     rs, ag = stage(6 * mib, 3, 3), stage(6 * mib, 3, 0)  # 8 MiB RS / AG of a 2 MiB shard
     ar8, ar4 = stage(12 * mib, 6, 3), stage(6 * mib, 6, 3)

@@ -307,7 +307,8 @@ def test_pg_ring_by_hand_unaware():
     """All-gather of S bytes over the ring [0, 1, 5, 4] of Ring(4) x Switch(2) (and
     [2, 3, 7, 6]): hops alternate dimension 0 (a = S / 100 GB/s + 1 hop of 30 ns) and
     dimension 1 (b = S / 50 + 2 hops of 40 ns, the switch). 3 steps, a member waits for its
-    sender's message: member i ends after the 3 hops before it, plus 3 endpoint delays."""
+    sender's message: member i ends after the 3 hops before it, plus 4 endpoint delays (steps
+    + 1: the StreamInit packet's and every receipt's bundle, Ring.cc)."""
     S = 1e6
     groups = [CommGroup(name="pg0", ranks=(0, 1, 5, 4)), CommGroup(name="pg1", ranks=(2, 3, 7, 6))]
     per_rank = [[(K, (AG, S, 0 if r in (0, 1, 4, 5) else 1), ())] for r in range(8)]
@@ -318,7 +319,7 @@ def test_pg_ring_by_hand_unaware():
     # ring order 0 -> 1 (a) -> 5 (b) -> 4 (a) -> 0 (b)
     want = {0: b + a + b, 1: a + b + a, 5: b + a + b, 4: a + b + a}
     for r, t in want.items():
-        assert got.rank_end_ns[r] == pytest.approx(t + 3.0, rel=1e-12)
+        assert got.rank_end_ns[r] == pytest.approx(t + 4.0, rel=1e-12)
         assert got.rank_end_ns[[2, 3, 7, 6][[0, 1, 5, 4].index(r)]] == got.rank_end_ns[r]
     assert len(set(got.class_of.tolist())) == 2  # positions with the same hops share a class
 
@@ -346,14 +347,14 @@ def test_pg_ring_over_a_whole_dimension_is_the_collective():
 def test_pg_ring_aware_by_hand():
     """All-gather over the ring [0, 2] of a Ring(4): each message goes 2 hops clockwise
     (a tie), stored and forwarded: aware 2 * (S / bw + latency); unaware 2 * latency +
-    S / bw. One step, one endpoint delay."""
+    S / bw. One step, two endpoint delays (steps + 1, Ring.cc)."""
     S = 1e6
     groups = [CommGroup(name="a", ranks=(0, 2)), CommGroup(name="b", ranks=(1, 3))]
     per_rank = [[(K, (AG, S, r % 2), ())] for r in range(4)]
     for backend, t in (("aware", 2 * (S / 100.0 + 30.0)), ("unaware", 60.0 + S / 100.0)):
         got = step_trace.simulate_trace(_trace(per_rank, groups), [Block.RING], [4], [100.0],
                                         _tm(backend, endpoint_delay_ns=1.0, latency_ns=[30.0]))
-        assert got.rank_end_ns.tolist() == pytest.approx([t + 1.0] * 4, rel=1e-12)
+        assert got.rank_end_ns.tolist() == pytest.approx([t + 2.0] * 4, rel=1e-12)
 
 
 def test_ring_finish_is_the_sum_of_the_preceding_hops():

@@ -212,7 +212,8 @@ def test_pg_ring_active_chunks_run_side_by_side():
     with k active chunks per dimension they run together: the time of one."""
     tr = _pg_trace(AG, 4e6, [4, 2])
     tm = dataclasses.replace(TM, chunks=4, latency_ns=[50.0, 9.0], endpoint_delay_ns=10.0)
-    one = 3 * (1e6 / 100.0 + 50.0 + 10.0)  # 3 steps of a chunk's 1 MB message
+    # 3 steps of a chunk's 1 MB message, and steps + 1 endpoint delays (Ring.cc)
+    one = 3 * (1e6 / 100.0 + 50.0 + 10.0) + 10.0
     assert _run(tr, tm) == pytest.approx(4 * one, rel=1e-12)
     assert _run(tr, dataclasses.replace(tm, active_chunks_per_dim=4)) == pytest.approx(
         one, rel=1e-12)
@@ -229,10 +230,12 @@ def test_pg_ring_under_themis_takes_the_least_loaded_dimensions_queue():
     S = 8e6
     tr = _pg_trace(AR, S, [4, 2])
     tm = dataclasses.replace(TM, chunks=2, latency_ns=[50.0, 9.0], endpoint_delay_ns=10.0)
-    chunk = 6 * (S / 8 / 100.0 + 50.0 + 10.0)
+    chunk = 6 * (S / 8 / 100.0 + 50.0 + 10.0) + 10.0  # steps + 1 endpoint delays
     assert _run(tr, tm) == pytest.approx(2 * chunk, rel=1e-12)
+    # (Themis: the all-reduce is a reduce-scatter phase and an all-gather phase, each with
+    # its own extra endpoint delay)
     assert _run(tr, dataclasses.replace(tm, inter_dim_scheduling="themis")) == pytest.approx(
-        chunk, rel=1e-12)
+        chunk + 10.0, rel=1e-12)
 
 
 def test_pg_ring_themis_last_chunk_carries_the_rest():
@@ -243,7 +246,7 @@ def test_pg_ring_themis_last_chunk_carries_the_rest():
     c = 1_000_000
     tr = _pg_trace(AG, 2 * c + 1, [4, 1])
     tm = dataclasses.replace(TM, chunks=2, latency_ns=[50.0, 0.0], endpoint_delay_ns=10.0)
-    step_ns = lambda b: 3 * (b / 100.0 + 50.0 + 10.0)  # noqa: E731
+    step_ns = lambda b: 3 * (b / 100.0 + 50.0 + 10.0) + 10.0  # noqa: E731 (steps + 1 ep)
     kw = dict(npd=(4, 1), bw=(100.0, 100.0))
     assert _run(tr, tm, **kw) == pytest.approx(3 * step_ns(c), rel=1e-12)
     assert _run(tr, dataclasses.replace(tm, inter_dim_scheduling="themis"), **kw) == \

@@ -93,15 +93,16 @@ def ring_phase(com: int, n: int, size: float, block: int, lat: float, ep: float,
 
     Messages: reduce-scatter / all-reduce / all-to-all ``size / n``, all-gather ``size``;
     steps n-1 (RS, AG), 2(n-1) (AR), n(n-1)/2 (A2A); each step costs ``hops x lat + ep``
-    (2 hops through a Switch); the first n-1 steps of RS / AR reduce their message (3 x msg
-    / lmb). Final size: RS size / n, AG size x n, AR and A2A size."""
+    (2 hops through a Switch) and the phase one ``ep`` more (steps + 1 memory-bus bundles,
+    ``Ring.cc``); the first n-1 steps of RS / AR reduce their message (3 x msg / lmb).
+    Final size: RS size / n, AG size x n, AR and A2A size."""
     nm1 = n - 1.0
     msg = size if com == AG else size / n
     steps = {AR: 2 * nm1, RS: nm1, AG: nm1, A2A: n * nm1 / 2}[com]
     hops = 2.0 if block == Block.SWITCH else 1.0
     red = 3.0 * nm1 * msg / lmb if (lmb is not None and com in (RS, AR)) else 0.0
     final = {RS: size / n, AG: size * n, AR: size, A2A: size}[com]
-    return steps * msg * unit, steps * (hops * lat + ep) + red, steps, red, final
+    return steps * msg * unit, steps * (hops * lat + ep) + ep + red, steps, red, final
 
 
 def phase_algorithm(algorithm: str, collective: int) -> str:
