@@ -172,11 +172,12 @@ class ServingModel:
 
     def params(self) -> dict[str, float]:
         """Weights of the whole model: ``total``, ``active`` per token (routed experts:
-        top_k), and ``experts`` (the routed experts only)."""
+        top_k; the embedding counted too), and ``experts`` (the routed experts only)."""
         moe = self.layers - self.first_dense_layers if self.num_experts else 0
         dense = self.layers - moe
         base = self.layers * self.attention_params + dense * self.dense_ffn_params
-        base += moe * self.shared_experts * self.expert_params + self.vocab_size * self.hidden
+        # The embedding and the LM head, untied (both shipped models keep two matrices).
+        base += moe * self.shared_experts * self.expert_params + 2 * self.vocab_size * self.hidden
         experts = moe * self.num_experts * self.expert_params
         active = base + moe * self.top_k * self.expert_params
         return {"total": float(base + experts), "active": float(active),
@@ -374,7 +375,7 @@ def serving_phases(model: Mapping[str, Any] | None, parallel: Mapping[str, Any] 
                 "reading the weights and the KV cache from memory).")
     par = ServingParallel.parse(parallel, npus, f"{prefix}.parallel")
     _check_divisions(m, par, prefix)
-    names = {"tp": par.tp, "pp": par.pp, "ep": par.ep}
+    names = f"TP{par.tp} x PP{par.pp} x EP{par.ep}"
     comms = group_comms(par.parallel.placement, par.ep)
     d = len(npus)
     b_loc, pb_loc = m.batch / par.ep, m.prefill_batch / par.ep
