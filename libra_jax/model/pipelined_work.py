@@ -111,15 +111,20 @@ def chunk_work(collective, chunk_bytes, e, prefix, is_last, blocks, latency_ns,
     # A ring phase pays steps + 1 endpoint delays (Ring.cc): the packet inserted at
     # StreamInit and every receipt each go through a memory-bus bundle (PacketBundle ->
     # MemBus, `endpoint-delay` ns) before the next send or, after the last receipt, the
-    # phase's exit (docs/pipelined_model.md, "Latency regime"). ``+ 0.0`` when the endpoint
-    # delay is 0: the same bits as before.
+    # phase's exit (docs/pipelined_model.md, "Latency regime"). The one more is spread over
+    # the steps, steps x (hops latency + endpoint delay + endpoint delay / steps), so that
+    # with no endpoint delay every operation is the one it was (XLA may fuse a product and
+    # a sum into one rounding: a separate "+ endpoint delay" would move the last bit).
+    def lat_ns(steps):
+        once = endpoint_delay_ns / xp.where(steps > 0, steps, 1.0)
+        return steps * (per_step_ns + xp.where(steps > 0, once, 0.0))
+
     return _Work(
         up_bytes=up_steps * msg * unit,
-        up_lat_ns=up_steps * per_step_ns + xp.where(up_steps > 0, endpoint_delay_ns, 0.0),
+        up_lat_ns=lat_ns(up_steps),
         up_red_ns=red_ns,
         down_bytes=down_steps * msg * unit,
-        down_lat_ns=(down_steps * per_step_ns
-                     + xp.where(down_steps > 0, endpoint_delay_ns, 0.0)),
+        down_lat_ns=lat_ns(down_steps),
         up_steps=up_steps,
         down_steps=down_steps,
     )
