@@ -323,7 +323,8 @@ def write(out: pathlib.Path, rows, curves, seconds: float) -> None:
         f"{SWEEP[0]}x to {SWEEP[1]}x the shipped design's network cost (power cap dropped); "
         "the shipped design as a marker.",
         "",
-        "![TPOT vs network cost](serving_study_tpot_vs_cost.png)",
+        "Plot: `serving_study_tpot_vs_cost.png` (TPOT vs network cost per model, one line "
+        "per preset).",
         "",
         "| preset | model | cap $ | cost $ | split GB/s | TPOT ms | tokens/s | gap |",
         "|---|---|---:|---:|---|---:|---:|---:|",
