@@ -39,7 +39,7 @@ def _problems(seed: int, disaggregated: bool):
 
 def _brute(fun) -> float:
     """min over bw = (x, TOTAL - x): a grid, then a bounded scalar search around its best."""
-    grid = np.linspace(1e-3, TOTAL - 1e-3, 401)
+    grid = np.linspace(1e-3, TOTAL - 1e-3, 201)
     vals = np.array([fun(x) for x in grid])
     i = int(np.argmin(vals))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
@@ -127,3 +127,25 @@ def test_bad_weights_are_errors():
         serving_shared.shared_form(form, 0.0, 0.0, 1.0, 1.0)
     with pytest.raises(LibraInputError, match="weights"):
         serving_shared.shared_form(form, -1.0, 1.0, 1.0, 1.0)
+
+
+def test_serving_study_runs_one_case(tmp_path):
+    """experiments/serving_study.py on one preset and model (the study's rows and plot)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "serving_study.py"
+    spec = importlib.util.spec_from_file_location("serving_study", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--presets", "h100_dgx", "--models", "llama", "--levels", "2",
+                     "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "serving_study.md").read_text()
+    assert "Llama_3_70B" in text and "(b) One network for both" in text
+    assert (tmp_path / "serving_study_tpot_vs_cost.png").stat().st_size > 0
+    import csv
+
+    with open(tmp_path / "serving_study.csv", newline="") as fh:
+        row = next(csv.DictReader(fh))
+    assert float(row["shared_gap"]) <= 1e-3
+    assert 1.0 <= float(row["train_design_serve_slowdown"]) < 1.2
