@@ -101,7 +101,10 @@ def test_default_config_has_every_key():
         "linear",
         "max_cost_usd",
         "max_power_w",
+        "max_ttft_ms",
+        "max_tpot_ms",
     }
+    assert cfg.constraints.max_ttft_ms is None and cfg.constraints.max_tpot_ms is None
     assert cfg.constraints.total_bw_gbps is None and list(cfg.constraints.linear) == []
 
 

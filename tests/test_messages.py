@@ -411,8 +411,8 @@ BIG = "1" * 5000
      "constraints.total_bw_gbps=<an integer of about 401 digits>: expected a number or null "
      "(int too large to convert to float)."),
     (["objective=fastest"],
-     "objective='fastest': expected one of perf, perf_per_cost, perf_per_watt."),
-    (["objective=null"], "objective=null: expected one of perf, perf_per_cost, perf_per_watt."),
+     "objective='fastest': expected one of perf, perf_per_cost, perf_per_watt, serving_throughput."),
+    (["objective=null"], "objective=null: expected one of perf, perf_per_cost, perf_per_watt, serving_throughput."),
     (["workload.model=5"], "workload.model=5: expected a mapping {key: value, ...}."),
     (["workloads=[{fil: a}]"], "(Key 'fil' not in 'WorkloadEntryConfig')."),
     (["-m", "constraints.total_bw_gbps=400,abc"],

@@ -17,6 +17,7 @@ from libra_jax.cli import report, runtime
 from libra_jax.cli.tables import constraints_text, text_table
 from libra_jax.studies.job import serving as study
 from libra_jax.studies.job.config import LibraConfig
+from libra_jax.studies.job.export import export_astrasim
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,10 @@ def train(c: LibraConfig, output_dir: pathlib.Path) -> float:
     data = serving_dict(run)
     print(format_serving(run), flush=True)
     report.write_json(output_dir / "result.json", data)
+    for name, wl in zip(run.phase_names, run.phases.workloads):
+        # each phase at the optimum as ASTRA-sim runs it: astrasim/<phase>/run.sh
+        export_astrasim(c, output_dir, run.network, run.optimum.bandwidth_gbps,
+                        run.timing_model, wl, folder=f"astrasim/{name}")
     value = runtime.objective_value(data[VALUE_KEYS[run.objective]])
     log.info("status %s, %s %.10g, certified gap %s; solve %.3f s", run.status,
              VALUE_KEYS[run.objective], value, data["optimality_gap"],

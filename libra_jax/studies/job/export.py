@@ -15,9 +15,9 @@ from libra_jax.types import LibraInputError, show
 log = logging.getLogger(__name__)
 
 
-def _design_files(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
+def _design_files(c: LibraConfig, out: pathlib.Path, network, bandwidth_gbps,
                   tm: TimingModel) -> None:
-    """The network YAML and system JSON in ``<run dir>/astrasim/``."""
+    """The network YAML and system JSON in ``out`` (``<run dir>/astrasim/``)."""
     delay = tm.endpoint_delay_ns
     if delay != int(delay):
         raise LibraInputError(
@@ -28,7 +28,7 @@ def _design_files(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_g
                     "a zero endpoint-delay (assertion 'event time > current time', EventQueue.cpp "
                     "l. 33); rerun with system.endpoint_delay_ns=1 to export a step it can run.")
     yml, js = astrasim.export_design(
-        network, bandwidth_gbps, out_dir=output_dir / "astrasim", latency_ns=tm.latency_ns,
+        network, bandwidth_gbps, out_dir=out, latency_ns=tm.latency_ns,
         chunks=tm.chunks, endpoint_delay_ns=int(delay),
         local_mem_bw_gbps=1e6 if tm.local_mem_bw_gbps is None else tm.local_mem_bw_gbps,
         # with system.gb_is_gib the design is already in ASTRA-sim's GB (2^30 bytes)
@@ -61,19 +61,20 @@ def _run_script(out: pathlib.Path, tm: TimingModel, comm_groups: str = "empty") 
 
 
 def export_astrasim(c: LibraConfig, output_dir: pathlib.Path, network, bandwidth_gbps,
-                    tm: TimingModel, workload=None) -> None:
+                    tm: TimingModel, workload=None, folder: str = "astrasim") -> None:
     """With ``export_astrasim=true``: the design as ASTRA-sim 2.x network YAML + system JSON
     in ``<run dir>/astrasim/`` (`libra_jax.inputs.astrasim`; link GB/s written in 2^30
     bytes) and, given the workload, the step as per-NPU Chakra execution traces
     ``astrasim/et/wl.<rank>.et`` (`libra_jax.inputs.chakra`; the configured training
     loop's dependencies, compute rounded to whole microseconds) with the simulator's
-    command line in ``astrasim/run.sh``."""
+    command line in ``astrasim/run.sh``. ``folder``: another folder of the run directory
+    (a serving run writes each phase to ``astrasim/<phase>``)."""
     if not c.export_astrasim:
         return
-    _design_files(c, output_dir, network, bandwidth_gbps, tm)
+    out = output_dir / folder
+    _design_files(c, out, network, bandwidth_gbps, tm)
     if workload is None:
         return
-    out = output_dir / "astrasim"
     nodes = step.step_graph(workload, tm.training_loop)
     if step_partial.has_partial_groups(nodes, network.npus):
         # a group over part of a dimension: only pg_name says it
@@ -117,8 +118,8 @@ def export_astrasim_trace(c: LibraConfig, output_dir: pathlib.Path, inputs,
     if not c.export_astrasim:
         return
     tm = inputs.timing_model
-    _design_files(c, output_dir, inputs.network, bandwidth_gbps, tm)
     out = output_dir / "astrasim"
+    _design_files(c, out, inputs.network, bandwidth_gbps, tm)
     paths = chakra_export.write_trace_set(inputs.trace, out / "et", name="wl")
     groups = out / "et" / "wl.comm_groups.json"
     _run_script(out, tm, '"$(dirname "$0")/et/wl.comm_groups.json"' if groups.exists()
