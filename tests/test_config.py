@@ -36,7 +36,11 @@ def test_presets_found():
 REAL_SYSTEMS = ("h100_dgx", "gb200_nvl72", "tpu_v4")
 
 
-@pytest.mark.parametrize("name", [p for p in PRESETS if p not in REAL_SYSTEMS])
+#: Serving fleets (tests/test_serving.py runs them): libra-train's serving job, no one step.
+SERVING = ("serving_llama3_70b", "serving_deepseek_v3")
+
+
+@pytest.mark.parametrize("name", [p for p in PRESETS if p not in REAL_SYSTEMS + SERVING])
 def test_preset_builds_inputs(name):
     cfg = _compose(f"conf={name}")
     if config.is_multi(cfg):

@@ -195,8 +195,14 @@ def _train(tmp_path, *args):
 
 
 def test_train_serving_table_and_result_json(tmp_path):
-    r = _train(tmp_path, "constraints.max_tpot_ms=12", "objective=perf_per_watt")
+    r = _train(tmp_path, "constraints.max_tpot_ms=12", "objective=perf_per_watt",
+               "export_astrasim=true")
     assert r.returncode == 0, r.stderr
+    for phase in ("prefill", "decode"):  # each phase at the optimum as ASTRA-sim inputs
+        out = tmp_path / "astrasim" / phase
+        assert (out / "network.yml").exists() and (out / "system.json").exists()
+        assert len(list((out / "et").glob("wl.*.et"))) == 1024
+        assert "AstraSim_Analytical_Congestion_Unaware" in (out / "run.sh").read_text()
     assert "TPOT ms" in r.stdout and "tokens per J" in r.stdout
     data = json.loads((tmp_path / "result.json").read_text())
     assert data["status"] == "ok"

@@ -275,7 +275,15 @@ def _preset_inputs(preset):
     from libra_jax.cli import config
     with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"conf={preset}", "model=pipelined"])
-    network, workload, _, _ = config.to_inputs(cfg)
+    if cfg.workload.generator == "serving":  # the decode step, as a serving run exports it
+        from libra_jax.inputs.generators import serving_phases
+        from libra_jax.studies.job.inputs import design_inputs
+        c = config._as_config(cfg)
+        network, _, _ = design_inputs(c)
+        w = c.workload
+        workload = serving_phases(w.model, w.parallel, w.npu, network.npus).workloads[1]
+    else:
+        network, workload, _, _ = config.to_inputs(cfg)
     tm, _ = config.to_timing(cfg, network.num_dims, network)
     return network, workload, tm
 
