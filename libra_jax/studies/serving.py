@@ -66,7 +66,7 @@ from libra_jax.studies.multi import merge_problems
 from libra_jax.types import LibraInputError
 
 SERVING_OBJECTIVES = ("serving_throughput", "perf_per_cost", "perf_per_watt")
-#: Relative tolerance of the cutting plane (dual bound vs the master LP's value).
+#: Relative gap (best design vs best dual bound) at which the cutting plane stops.
 KELLEY_TOL = 1e-5
 MAX_KELLEY = 60
 #: Rounds and levels per round of the cost / power level search.
@@ -201,7 +201,7 @@ def min_seconds_per_token(problems: Sequence[Problem], form: ServingForm, rates,
             fv = float(np.max(a @ t))
             if best is None or fv < best[1]:
                 best = (bw, fv, _slo_violation(t, form))
-        lam, _ = _dual_master(np.array(cuts), j, k, mu_max, center, radius * scale_l)
+        lam = _dual_master(np.array(cuts), j, k, mu_max, center, radius * scale_l)
         if best is not None and best_lb > 0 and best[1] - best_lb <= KELLEY_TOL * best_lb:
             break
     if best is None:
@@ -243,7 +243,7 @@ def _primal_master(times: np.ndarray, a, c, b):
 def _dual_master(cuts: np.ndarray, j: int, k: int, mu_max: np.ndarray,
                  center: np.ndarray, radius: np.ndarray):
     """lambda = (theta [J] in the simplex, mu [K] in [0, mu_max]), within ``radius`` [J + K] of
-    ``center``, maximising min_i cuts_i . lambda, and that value."""
+    ``center``, maximising min_i cuts_i . lambda (the center when the LP fails)."""
     n = cuts.shape[0]
     cost = np.concatenate([np.zeros(j + k), [-1.0]])
     a_ub = np.concatenate([-cuts, np.ones((n, 1))], axis=1)
@@ -254,8 +254,8 @@ def _dual_master(cuts: np.ndarray, j: int, k: int, mu_max: np.ndarray,
     res = linprog(cost, a_ub=a_ub, b_ub=np.zeros(n), a_eq=a_eq, b_eq=np.ones(1),
                   bounds=bounds)
     if res.status != 0:
-        return np.concatenate([np.full(j, 1.0 / j), np.zeros(k)]), math.inf
-    return np.maximum(res.x[:j + k], 0.0), float(-res.fun)
+        return center
+    return np.maximum(res.x[:j + k], 0.0)
 
 
 def _mu_bound(problems, form: ServingForm, rates, spec) -> np.ndarray:
