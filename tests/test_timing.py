@@ -135,21 +135,29 @@ def test_libra_rows_and_reference_agree():
 @pytest.mark.parametrize("schedule", ["pipelined", "sequential", "balanced"])
 def test_pipelined_rows_sum_the_collective_model(schedule):
     """no_overlap with model=pipelined: step = compute + sum of the pieces of each
-    collective (`pipelined.pieces_time_ns`), merged identical collectives counted."""
+    collective (`pipelined.pieces_time_ns`), merged identical collectives counted; each
+    collective as the streams ASTRA-sim splits it into (the sizes here are not multiples of
+    the 4 chunks but one: 5 streams of floor(size / 4) bytes, `step.chunk_split`)."""
     wl = _three_layers(0)
     tm = TimingModel(model="pipelined", schedule=schedule, chunks=4, latency_ns=[500.0, 700.0],
                      endpoint_delay_ns=10.0, local_mem_bw_gbps=1600.0, gb_is_gib=True)
     p = build_timed_problem(NET, wl, None, SPEC, tm)
     bw = np.asarray([120.0, 80.0])
     want = float(np.sum(wl.compute_ns))
+    uneven = 0
     for l in range(3):
         for ph in range(3):
+            size = float(wl.size_bytes[l, ph])
+            n = int(round(size))
+            k, run = (4, size) if n % 4 == 0 else (5, 5 * (n // 4))
+            uneven += k == 5
             pcs = pipelined.collective_pieces(
-                wl.collective[l, ph], wl.size_bytes[l, ph], wl.communicator[l, ph],
-                NET.block_codes, latency_ns=np.asarray([500.0, 700.0]), chunks=4,
+                wl.collective[l, ph], run, wl.communicator[l, ph],
+                NET.block_codes, latency_ns=np.asarray([500.0, 700.0]), chunks=k,
                 endpoint_delay_ns=10.0, local_mem_bw_gbps=1600.0, gb_is_gib=True,
                 schedule=schedule)
             want += float(pipelined.pieces_time_ns(pcs, jnp.asarray(bw)))
+    assert uneven == 8
     np.testing.assert_allclose(step_ns(jnp.asarray(bw), p), want, rtol=1e-10)
     r = solve(p)
     assert r.status == "ok" and r.optimality_gap <= 1e-6
@@ -298,7 +306,9 @@ def _check_size_sensitivities(wl, tm, entries, hidden_ok=False):
 
     for l, ph in entries:
         m = float(wl.size_bytes[l, ph])
-        h = 1e-3 * m
+        # h a multiple of the chunk count: m +- h split like m (a size that the chunks do
+        # not divide runs one stream more, `timing_rows.streams`: a step in the size)
+        h = tm.chunks * round(1e-3 * m / tm.chunks)
         fd = (opt(l, ph, m + h) - opt(l, ph, m - h)) / (2 * h)
         atol = 1e-7 * res.step_time_ns / m if hidden_ok else 0.0
         np.testing.assert_allclose(grad[l, ph], fd, rtol=1e-4, atol=atol)

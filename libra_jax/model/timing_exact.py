@@ -11,7 +11,7 @@ import numpy as np
 
 from libra_jax.model import pipelined, runtime, step, step_partial
 from libra_jax.model.collectives import traffic_bytes
-from libra_jax.model.timing_rows import unique_collectives
+from libra_jax.model.timing_rows import streams, unique_collectives
 from libra_jax.model.timing_spec import HOPS, TimingModel, check_timing
 from libra_jax.types import Collective, StepNode
 
@@ -53,8 +53,9 @@ def collective_times_ns(workload, network, tm: TimingModel, bandwidth_gbps):
                 per_key.append(_runtime_breakdown(code, size, comm, network, tm,
                                                   bandwidth_gbps))
                 continue
+            chunks, run = streams(code, size, network, tm)  # as ASTRA-sim splits it
             out = jax.device_get(pipelined.collective_breakdown_ns(
-                code, size, comm, blocks, jnp.asarray(bw), latency_ns=lat, chunks=tm.chunks,
+                code, run, comm, blocks, jnp.asarray(bw), latency_ns=lat, chunks=chunks,
                 endpoint_delay_ns=tm.endpoint_delay_ns, local_mem_bw_gbps=tm.local_mem_bw_gbps,
                 gb_is_gib=tm.gb_is_gib, schedule=tm.schedule))
             per_key.append(dict(time_ns=float(out["total_ns"]),

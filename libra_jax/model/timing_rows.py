@@ -71,6 +71,18 @@ def spans_part(comm, network) -> bool:
     return any(int(g) > 1 and int(g) != int(n) for g, n in zip(comm, network.npus))
 
 
+def streams(code, size, network, tm: TimingModel) -> tuple[int, float]:
+    """(chunks, size) of a collective as ASTRA-sim runs it (`step.chunk_split`): a size that
+    ``tm.chunks`` does not divide is one stream more, all of ``floor(size / chunks)`` bytes,
+    and streams below the machine's NPU count in bytes are raised to it. The configured
+    (chunks, size) where neither applies (bit for bit what they were)."""
+    k, chunk = step.chunk_split(int(code), float(size), int(tm.chunks), network.num_npus)
+    raised = code != Collective.ALLGATHER and chunk > int(round(size)) // int(tm.chunks)
+    if k == int(tm.chunks) and not raised:
+        return int(tm.chunks), size
+    return k, float(k * chunk)
+
+
 def collective_pieces(keys, network, tm: TimingModel):
     """Each distinct collective as pieces (s, GB): lists of (c0_s, w [J], c [J, I], a [J, I, D],
     on [J, I]) per key; time_s(bw) = c0 + sum_j w_j max_{i on} (c_ji + sum_d a_jid / bw_d)."""
@@ -94,18 +106,22 @@ def collective_pieces(keys, network, tm: TimingModel):
     pg = np.asarray([not p2p[u] and spans_part(comm[u], network) for u in range(len(keys))],
                     bool)
     batch = ~p2p & ~pg
-    pieces = None
-    if np.any(batch):
+    # one batch per stream count (`streams`): pieces[u] of each batched key
+    split = [streams(code[u], size[u], network, tm) if batch[u] else None
+             for u in range(len(keys))]
+    pieces = {}
+    for k in sorted({sp[0] for sp in split if sp is not None}):
+        us = [u for u, sp in enumerate(split) if sp is not None and sp[0] == k]
         with jax.enable_x64(True):
-            pieces = jax.device_get(pipelined.workload_pieces(
-                code[batch], size[batch], comm[batch], blocks, latency_ns=lat,
-                chunks=tm.chunks,
+            got = jax.device_get(pipelined.workload_pieces(
+                code[us], np.asarray([split[u][1] for u in us]), comm[us], blocks,
+                latency_ns=lat, chunks=k,
                 endpoint_delay_ns=tm.endpoint_delay_ns,
                 local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib,
                 schedule=tm.schedule))
+        pieces.update({u: type(got)(*(f[i] for f in got)) for i, u in enumerate(us)})
     gib = pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
     factor = step.link_factor(blocks, tm.network_backend)  # [D] aware: 2 through a Switch
-    j = 0
     for u in range(len(keys)):
         if p2p[u]:
             # Point-to-point to the neighbouring stage: one message of m bytes over one
@@ -132,11 +148,11 @@ def collective_pieces(keys, network, tm: TimingModel):
         elif tm.queues_per_dim > 1:
             out.append(_multi_queue_pieces(keys[u], network, tm))
         else:
-            out.append((float(pieces.c0[j]) / 1e9, np.asarray(pieces.w[j], np.float64),
-                        np.asarray(pieces.c[j], np.float64) / 1e9,
-                        np.asarray(pieces.a[j], np.float64) * factor / 1e9,
-                        np.asarray(pieces.on[j], bool)))
-        j += 1
+            p = pieces[u]
+            out.append((float(p.c0) / 1e9, np.asarray(p.w, np.float64),
+                        np.asarray(p.c, np.float64) / 1e9,
+                        np.asarray(p.a, np.float64) * factor / 1e9,
+                        np.asarray(p.on, bool)))
     return out
 
 
@@ -176,8 +192,9 @@ def _multi_queue_pieces(key, network, tm: TimingModel):
     blocks = np.asarray(network.block_codes, np.int32)
     lat = np.zeros(d) if tm.latency_ns is None else np.asarray(tm.latency_ns, np.float64)
     factor = step.link_factor(blocks, tm.network_backend)
+    chunks, size = streams(code, size, network, tm)
     st = pipelined.chunk_stages(code, size, np.asarray(comm, np.int32), blocks, latency_ns=lat,
-                                chunks=tm.chunks, endpoint_delay_ns=tm.endpoint_delay_ns,
+                                chunks=chunks, endpoint_delay_ns=tm.endpoint_delay_ns,
                                 local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib)
     # rows 0..D-1: the stages up (and an all-reduce's last stage) per dimension, rows
     # D..2D-1 an all-reduce's way down (it has its own half of the queues), row 2D the route
@@ -188,8 +205,8 @@ def _multi_queue_pieces(key, network, tm: TimingModel):
                                             st.down):
         if en:
             row, share = (d + s_dim, last) if down else (s_dim, first)
-            c[row] += tm.chunks * fixed / share
-            a[row, s_dim] += tm.chunks * coef * factor[s_dim] / share
+            c[row] += chunks * fixed / share
+            a[row, s_dim] += chunks * coef * factor[s_dim] / share
             c[2 * d] += fixed
             a[2 * d, s_dim] += coef * factor[s_dim]
     on = np.concatenate([a[:2 * d].sum(axis=1) + c[:2 * d] > 0, [True]])
@@ -361,14 +378,15 @@ def dimension_work(keys, network, tm: TimingModel):
             coef[dim] = size / gib * factor[dim]
             const[dim] = HOPS[blocks[dim]] * lat[dim] + tm.endpoint_delay_ns
         else:
+            chunks, size = streams(code, size, network, tm)
             st = pipelined.chunk_stages(code, size, comm, blocks, latency_ns=lat,
-                                        chunks=tm.chunks, endpoint_delay_ns=tm.endpoint_delay_ns,
+                                        chunks=chunks, endpoint_delay_ns=tm.endpoint_delay_ns,
                                         local_mem_bw_gbps=tm.local_mem_bw_gbps,
                                         gb_is_gib=tm.gb_is_gib)
             for s_dim, a, f, en in zip(st.dims, st.bytes_coef, st.fixed_ns, st.enabled):
                 if en:
-                    coef[s_dim] += tm.chunks * a * factor[s_dim]
-                    const[s_dim] += tm.chunks * f
+                    coef[s_dim] += chunks * a * factor[s_dim]
+                    const[s_dim] += chunks * f
         out.append((const / 1e9, coef / 1e9))
     return out
 
@@ -477,16 +495,21 @@ def size_gradient_ns_per_byte(problem, workload, network, tm: TimingModel, bandw
                 jac.append((np.zeros((1, d)), da[None] / 1e9))
                 continue
 
-            def pieces_of(s, code=code, comm=comm):
+            # the pieces of the streams ASTRA-sim runs (`streams`): an uneven split's
+            # size grows with the size (d/ds = its size / the size), a raised one does not
+            chunks, run = streams(code, size, network, tm)
+            ds = 0.0 if chunks == tm.chunks and run != size else run / size
+
+            def pieces_of(s, code=code, comm=comm, chunks=chunks):
                 p = pipelined.collective_pieces(
-                    code, s, comm, blocks, latency_ns=lat, chunks=tm.chunks,
+                    code, s, comm, blocks, latency_ns=lat, chunks=chunks,
                     endpoint_delay_ns=tm.endpoint_delay_ns,
                     local_mem_bw_gbps=tm.local_mem_bw_gbps, gb_is_gib=tm.gb_is_gib,
                     schedule=tm.schedule)
                 return p.c, p.a
 
-            dc, da = jax.device_get(jax.jacfwd(pieces_of)(jnp.asarray(size, jnp.float64)))
-            jac.append((np.asarray(dc) / 1e9, np.asarray(da) / 1e9))
+            dc, da = jax.device_get(jax.jacfwd(pieces_of)(jnp.asarray(run, jnp.float64)))
+            jac.append((ds * np.asarray(dc) / 1e9, ds * np.asarray(da) / 1e9))
     per_key = np.zeros(len(keys))
     for r, o in enumerate(origin):
         if o is None or o == WORK_ROW:  # a critical-path row: no collective size in it
