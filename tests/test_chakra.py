@@ -451,3 +451,25 @@ def test_read_other_attribute_kinds(tmp_path):
     assert got_meta == {"version": "0.0.4", "attrs": {"schema": "libra"}}
     assert got["type"] == "METADATA_NODE" and got["ctrl_deps"] == [3]
     assert got["attrs"] == {"i": [1, -2], "x": 0.5, "b": b"\x00", "none": None}
+
+
+def test_send_recv_over_part_of_a_dimension_rings_each_block(tmp_path):
+    """Pipeline stages over 2 of a dimension's 4 NPUs (group 2 of npus 4): each NPU sends to
+    the next of its block of 2 (0 <-> 1, 2 <-> 3 on each coordinate of dimension 1), not
+    along the whole dimension; a group that does not divide the dimension is refused."""
+    node = StepNode("S", "comm", (0,), collective=Collective.SENDRECV, size_bytes=64.0,
+                    involved=(True, False), group=(2, 1))
+    paths = write_traces([START, node], [4, 2], tmp_path)
+    pairs = set()
+    for rank, path in enumerate(paths):
+        _, nodes = chakra.read_trace(path)
+        send = next(n for n in nodes if n["name"] == "S.send")
+        recv = next(n for n in nodes if n["name"] == "S.recv")
+        assert send["attrs"]["comm_src"] == rank == recv["attrs"]["comm_dst"]
+        pairs.add((rank, send["attrs"]["comm_dst"], recv["attrs"]["comm_src"]))
+    assert pairs == {(0, 1, 1), (1, 0, 0), (2, 3, 3), (3, 2, 2),
+                     (4, 5, 5), (5, 4, 4), (6, 7, 7), (7, 6, 6)}
+    uneven = StepNode("S", "comm", (0,), collective=Collective.SENDRECV, size_bytes=64.0,
+                      involved=(True, False), group=(4, 1))
+    with pytest.raises(LibraInputError, match=r"group\[0\] = 4: expected 6"):
+        write_traces([START, uneven], [6, 2], tmp_path)

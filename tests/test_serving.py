@@ -84,6 +84,9 @@ def test_shipped_models_parameter_counts():
     (dict(npu=dict(memory_bw_gbps=None)), "memory_bw_gbps is missing"),
     (dict(par=dict(prefill_replicas=1)), "disaggregated is false"),
     (dict(par=dict(disaggregated=True, prefill_replicas=2)), "at least one decode replica"),
+    (dict(model=dict(layers=4), par=dict(tp=1, pp=4, replicas=1)),
+     r"parallel.pp = 4 spans dimensions \[0, 1\] \(factors \[2, 2\]\): the pipeline "
+     "stages must sit on one dimension"),
 ])
 def test_bad_serving_inputs_name_the_key_and_value(change, words):
     model = {**MODEL, **change.get("model", {})}

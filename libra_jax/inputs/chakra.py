@@ -56,7 +56,10 @@ ignores ``ctrl_deps``).
   has more than one NPU**; other involved dimensions are ignored (ASTRA-sim sends one
   message per send node). NPU ``rank`` with coordinate ``c`` on that dimension ``d`` (of
   ``n`` NPUs) sends to the NPU with coordinate ``(c + 1) % n`` and receives from the one
-  with ``(c - 1) % n``, all other coordinates equal. The tag is the StepNode's index, the
+  with ``(c - 1) % n``, all other coordinates equal; with a group of ``g`` < ``n`` NPUs
+  there (``g`` divides ``n``: pipeline stages over part of a dimension) the ring is the
+  NPU's block of ``g`` consecutive coordinates, ``c0 + (c - c0 + 1) % g`` with
+  ``c0 = c - c % g``. The tag is the StepNode's index, the
   same on the sender and the receiver and unique per node (ASTRA-sim keeps workload tags
   in [0, 5e8), apart from its collectives' tags).
 * *Ids.* ET node ids are consecutive from 0 in StepNode order; a send-recv StepNode takes
@@ -123,6 +126,7 @@ class _Row(NamedTuple):
     size_bytes: int               # comm: rounded, whole bytes
     involved: tuple[bool, ...]    # comm: [D]
     shift_dim: int                # send-recv: the dimension of the ring shift
+    shift_group: int = 0          # send-recv: NPUs of each ring on that dimension
 
 
 class RoundingReport(NamedTuple):
@@ -222,8 +226,11 @@ def _check_groups(row: _Row, node: StepNode, where: str, npus: tuple[int, ...]) 
         raise LibraInputError(
             f"{where}.involved = {show(list(involved))}: a comm node must involve at least "
             f"one network dimension.")
+    p2p = row.collective == Collective.SENDRECV
     for d, (on, g) in enumerate(zip(involved, group)):
         want = npus[d] if on else 1
+        if p2p and on and 1 < g < npus[d] and npus[d] % g == 0:
+            continue  # a stage ring over blocks of g NPUs: the send names its NPU
         if g != want:
             why = (f"ASTRA-sim's involved_dim spans whole dimensions, and dimension {d} "
                    f"has {npus[d]} NPUs (a group over part of a dimension needs pg_name "
@@ -238,6 +245,8 @@ def _check_groups(row: _Row, node: StepNode, where: str, npus: tuple[int, ...]) 
                 f"{where}: a send-recv needs an involved dimension of more than one NPU; "
                 f"involved = {show(list(involved))}, group = {show(list(group))}.")
         shift_dim = spanned[0]
+        return row._replace(involved=involved, shift_dim=shift_dim,
+                            shift_group=group[shift_dim])
     return row._replace(involved=involved, shift_dim=shift_dim)
 
 
@@ -376,11 +385,12 @@ def _node(row: _Row, node_id: int, deps: Sequence[int]):
 def _send_recv(row: _Row, own: tuple[int, int], deps: Sequence[int], tag: int, rank: int,
                npus: tuple[int, ...], strides: Sequence[int]) -> list[bytes]:
     """The framed send and recv nodes of a send-recv row on NPU ``rank``."""
-    d = row.shift_dim
+    d, g = row.shift_dim, row.shift_group
     coord = rank // strides[d] % npus[d]
-    base = rank - coord * strides[d]
-    nxt = base + (coord + 1) % npus[d] * strides[d]
-    prev = base + (coord - 1) % npus[d] * strides[d]
+    start = coord - coord % g  # the first coordinate of this NPU's ring (block of g)
+    base = rank - (coord - start) * strides[d]
+    nxt = base + (coord - start + 1) % g * strides[d]
+    prev = base + (coord - start - 1) % g * strides[d]
     frames = []
     for node_id, kind, src, dst, suffix in ((own[0], NodeType.COMM_SEND_NODE, rank, nxt,
                                              "send"),

@@ -243,6 +243,15 @@ class ServingParallel:
             parse_placement(placement, npus, b.key("placement"))
             raw["placement"] = placement
         par = Parallel.parse(raw, npus, prefix)
+        spans = [d for d, f in enumerate(par.placement.pp) if f > 1]
+        if len(spans) > 1:
+            # A token crosses every stage boundary: some on one dimension, some on the
+            # other, and a send between NPUs that differ in two coordinates; the phase's
+            # one stage send per boundary does not say which (docs/serving.md).
+            raise LibraInputError(
+                f"{b.key('pp')} = {pp} spans dimensions {spans} (factors "
+                f"{[par.placement.pp[d] for d in spans]}): the pipeline stages must sit on "
+                f"one dimension; change {b.key('placement')} or the degrees.")
         kv_dim = None
         if dis:
             reps_f = group_comms(par.placement, ep)["edp"]
