@@ -23,10 +23,11 @@ checks refuse (`LibraInputError`: a KV cache that does not fit, degrees that do 
   256-2,048, 0-2 shared experts, 0-3 first dense layers, GQA or an MLA-like latent KV cache;
   dispatch and combine all-to-alls over the EP group;
 * tp / pp / ep / replicas laid innermost-first on the dimensions (whole dimensions, or one
-  dimension split between two degrees other than pp: a collective over part of a dimension
-  is exported as ``pg_name`` groups, a stage send over part of one is refused by the
-  export), at most 80 stages; MoE draws mostly with ep > 1; batch 1-128, prompt 128-8,192
-  tokens, output 16-2,048 tokens; a chip of 300-2,000 TFLOP/s, 1.6-8 TB/s memory, 80-192 GB.
+  dimension split between two consecutive degrees: a collective over part of a dimension
+  is exported as ``pg_name`` groups, a stage send over part of one as a ring of its block;
+  the generator refuses pp over two or more dimensions, such draws are redrawn), at most
+  80 stages; MoE draws mostly with ep > 1; batch 1-128, prompt 128-8,192 tokens, output
+  16-2,048 tokens; a chip of 300-2,000 TFLOP/s, 1.6-8 TB/s memory, 80-192 GB.
 
 Three libra_jax numbers per run (``model.csv``), all in ns:
 
@@ -82,8 +83,9 @@ CASE_KEYS = ("kind", "network", "npus", "bandwidth_GBps", "latency_ns", "endpoin
              "batch")
 MODELS = ("tpot", "tpot_written", "step")
 #: flags of a run (``model.csv``): a collective whose size ``chunks`` does not divide (ASTRA-sim
-#: runs it as one stream more, `step.chunk_split`); the dimensions the pp group spans; a group
-#: over part of a dimension (pg_name rings)
+#: runs it as one stream more, `step.chunk_split`, as the TPOT problem now does: a flag to
+#: check that); the dimensions the pp group spans (1 at most: the generator refuses more); a
+#: group over part of a dimension (pg_name rings)
 CAUSES = ("uneven_chunks", "pp_dims", "partial_groups")
 #: the design keys every draw overrides (the presets' H100 network, its power cap and cost
 #: model are replaced by the drawn network; the total-bandwidth cap only bounds the problem)
@@ -113,9 +115,7 @@ def _degrees(rng: random.Random, npd: list[int], roles: tuple[str, ...]) -> dict
         d = rng.choice(split)
         inner = rng.choice([f for f in range(2, npd[d]) if npd[d] % f == 0])
         owner = next(i for i, (a, b) in enumerate(zip(bounds, bounds[1:])) if a <= d < b)
-        # not pp: a stage send over part of a dimension is not exported (`chakra.write_traces`
-        # refuses it: it needs a pg_name group, which `step_partial` gives collectives only)
-        if owner + 1 < len(roles) and "pp" not in roles[owner:owner + 2]:
+        if owner + 1 < len(roles):
             deg[roles[owner]] //= npd[d] // inner
             deg[roles[owner + 1]] *= npd[d] // inner
     return deg
@@ -386,9 +386,9 @@ def predict_set(name: str, workers: int) -> list[dict]:
 
 # ----------------------------------------------------------------------------- summary
 def clean(r: dict) -> bool:
-    """A run without the two known model / export differences: every collective size a
-    multiple of ``chunks`` and the pp group on at most one dimension."""
-    return not int(r["uneven_chunks"]) and int(r["pp_dims"]) <= 1
+    """A run where every collective size is a multiple of ``chunks`` (the split the TPOT
+    problem took as ``chunks`` streams before `timing_rows.streams`)."""
+    return not int(r["uneven_chunks"])
 
 
 def errors(rows, col: str, backend: str, keep=None) -> list[float]:
@@ -430,8 +430,6 @@ def cause(r: dict) -> str:
     """The first known cause that applies to a run."""
     if int(r["uneven_chunks"]):
         return "uneven chunks"
-    if int(r["pp_dims"]) > 1:
-        return "pp over 2+ dims"
     if int(r["partial_groups"]):
         return "partial groups"
     if abs(float(r["tpot_written_ns"]) / float(r["astra_ns"]) - 1) <= 0.05:
@@ -441,7 +439,7 @@ def cause(r: dict) -> str:
 
 def cause_table(sets=tuple(SETS)) -> list[str]:
     """Runs beyond 5 % (``tpot``) per set and backend, by cause."""
-    names = ("uneven chunks", "pp over 2+ dims", "partial groups", "us rounding", "other")
+    names = ("uneven chunks", "partial groups", "us rounding", "other")
     lines = ["| set / backend | beyond 5% | " + " | ".join(names) + " |",
              "|---|---|" + "---|" * len(names)]
     for name in sets:
@@ -480,13 +478,11 @@ def write_summary() -> str:
              "same with the compute times rounded to whole us as the ETs write them; `step`: "
              "the whole-step simulation of the exported graph.", ""]
     lines += summary_table() + [""]
-    lines += ["*Clean runs*: every collective's size a multiple of `chunks` and the pp group "
-              "on at most one dimension (`clean` in the script). Runs beyond 5 % of `tpot`, by "
-              "the first cause that applies (`cause`): *uneven chunks*: ASTRA-sim runs a "
-              "size that `chunks` does not divide as one stream more (`step.chunk_split`), "
-              "the TPOT problem as `chunks` streams; *pp over 2+ dims*: the TPOT problem "
-              "times a stage send as its slowest spanned dimension, the ETs send over the "
-              "first one; *partial groups*: a group over part of a dimension (pg_name rings); "
+    lines += ["*Clean runs*: every collective's size a multiple of `chunks` (`clean` in the "
+              "script; ASTRA-sim runs a size that `chunks` does not divide as one stream more, "
+              "`step.chunk_split`, and so does the TPOT problem, `timing_rows.streams`). Runs "
+              "beyond 5 % of `tpot`, by the first property that applies (`cause`): *uneven "
+              "chunks*; *partial groups*: a group over part of a dimension (pg_name rings); "
               "*us rounding*: within 5 % once the compute is rounded to whole us as the ETs "
               "write it (`tpot_written`).", ""]
     lines += cause_table() + [""]

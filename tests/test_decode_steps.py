@@ -16,14 +16,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 import decode_steps as ds  # noqa: E402
 
-#: clean runs (chunks divide every size, pp on one dimension): dense TP / PP / replicas on
-#: Switch, Ring and FullyConnected dimensions, MoE with EP all-to-alls (0089: EP over part of
-#: a dimension, pg_name rings); the aware backend 2-23 % above the unaware one in 0001, 0039,
-#: 0052
+#: clean runs (chunks divide every size): dense TP / PP / replicas on Switch, Ring and
+#: FullyConnected dimensions (0010: TP and PP share FC16, the stage sends ring blocks of 4),
+#: MoE with EP all-to-alls (0089: EP over part of a dimension, pg_name rings)
 SAMPLE = ("ds441_0000", "ds441_0010", "ds441_0052", "ds441_0060",
-          "ds441_0001", "ds441_0039", "ds441_0043", "ds441_0089")
-#: chunks = 3 does not divide the 8 KiB all-reduces: ASTRA-sim runs 4 streams
-UNEVEN = "ds441_0014"
+          "ds441_0039", "ds441_0043", "ds441_0089")
+#: chunks = 3 does not divide the sizes: ASTRA-sim runs one stream more (MoE, dense)
+UNEVEN = ("ds441_0027", "ds441_0050")
 TOL = 0.05
 
 
@@ -49,28 +48,30 @@ def test_sample_within_five_percent_both_backends():
         assert abs(tpot / astra - 1) <= TOL, (case["case_id"], tpot, astra)
 
 
-def test_uneven_chunks_is_the_known_miss():
-    """chunks = 3 on 8 KiB all-reduces: ASTRA-sim runs floor(8192 / 3)-byte streams until the
-    size is used up, 4 of them (`step.chunk_split`); the TPOT problem times 3 streams of
-    8192 / 3 and is 24 % low, the whole-step simulation (which splits as ASTRA-sim does) is
-    within 0.5 %."""
-    from libra_jax.model import step, timing
+def test_uneven_chunks_as_astrasim_splits_them(monkeypatch):
+    """chunks = 3 on sizes it does not divide: ASTRA-sim runs streams of floor(size / 3)
+    bytes until the size is used up, 4 of them (`step.chunk_split`); so does the TPOT
+    problem (`timing_rows.streams`): within 0.5 %, where 3 streams of size / 3 were 20-24 %
+    low."""
+    from libra_jax.model import step, timing_rows
 
-    case, res = next((c, r) for c, r in ds.load("tuning")
-                     if c["draw_id"] == UNEVEN and c["backend"] == "unaware")
-    astra = float(res["astra_max_ns"])
     assert step.chunk_split(1, 8192.0, 3, 16) == (4, 2730)
-    assert _tpot_ns(case) / astra - 1 == pytest.approx(-0.2449, abs=2e-3)
-    _, network, _, _, tm, ph = ds.build(case["overrides"], case["backend"])
-    stepped = timing.step_time_ns(ph.decode, network, tm, case["bandwidth_gbps"])
-    assert abs(stepped / astra - 1) <= 0.005
+    for draw in UNEVEN:
+        case, res = next((c, r) for c, r in ds.load("tuning")
+                         if c["draw_id"] == draw and c["backend"] == "unaware")
+        astra = float(res["astra_max_ns"])
+        assert abs(_tpot_ns(case) / astra - 1) <= 0.005, draw
+        with monkeypatch.context() as m:
+            m.setattr(timing_rows, "streams", lambda code, size, network, tm: (tm.chunks, size))
+            assert _tpot_ns(case) / astra - 1 < -0.2, draw
 
 
 def test_stored_sets_against_the_bar():
-    """The stored predictions (``model.csv``) of both sets, per backend. The bar (>= 95 %
-    of the runs within 5 %) is met by the whole-step simulation on every run and by the TPOT
-    of the written step on the clean runs; the TPOT a serving run reports misses it (85-87 %
-    within 5 %), and every such miss has a known cause (`decode_steps.cause`)."""
+    """The stored predictions (``model.csv``) of both sets, per backend: >= 95 % of the
+    runs within 5 % for the TPOT a serving run reports, for the TPOT of the written step
+    (compute rounded to whole us as the ETs hold it) and for the whole-step simulation;
+    every TPOT miss has a known cause (`decode_steps.cause`: a group over part of a
+    dimension, or compute under the ETs' 1 us resolution)."""
     for name in ds.SETS:
         with open(ds.OUT / name / "model.csv", newline="") as f:
             rows = list(csv.DictReader(f))
@@ -78,13 +79,12 @@ def test_stored_sets_against_the_bar():
             mine = [r for r in rows if r["backend"] == backend]
             assert len(mine) == ds.DRAWS
 
-            def share(col, keep=None):
-                errs = ds.errors(mine, col, backend, keep)
+            def share(col):
+                errs = ds.errors(mine, col, backend)
                 return sum(abs(e) <= TOL for e in errs) / len(errs)
 
-            assert share("step_ns") >= 0.95, (name, backend)
-            assert share("tpot_written_ns", ds.clean) >= 0.95, (name, backend)
-            assert share("tpot_ns") >= 0.85, (name, backend)
+            for col in ("tpot_ns", "tpot_written_ns", "step_ns"):
+                assert share(col) >= 0.95, (name, backend, col)
             for r in mine:
                 if abs(float(r["tpot_ns"]) / float(r["astra_ns"]) - 1) > TOL:
-                    assert ds.cause(r) != "other", r["case_id"]
+                    assert ds.cause(r) in ("partial groups", "us rounding"), r["case_id"]
