@@ -221,6 +221,9 @@ def test_train_serving_errors_without_traceback(tmp_path):
     assert "below the physics of one pass" in r.stderr and "Traceback" not in r.stderr
     r = _train(tmp_path, "workload.model.batch=100000")
     assert "KV cache does not fit" in r.stderr and "Traceback" not in r.stderr
+    r = _train(tmp_path, "objective=perf_per_cost")  # cost linear, nothing bounds bw below
+    assert "has no optimum here" in r.stderr and "constraints.max_tpot_ms" in r.stderr
+    assert "Traceback" not in r.stderr and r.returncode != 0
     r = _train(tmp_path, "conf=turing_nlg", "constraints.max_ttft_ms=100")
     assert "is a serving SLO" in r.stderr and "Traceback" not in r.stderr
 
@@ -252,3 +255,41 @@ def test_disaggregated_ttft_slo_converges():
         run.cost_rates, run.spec)
     t = serving.phase_times_s(free.bandwidth_gbps, problems)
     assert (t[0] + t[2]) * 1e3 > 200.0 and free.value < opt.value
+
+
+@pytest.mark.parametrize("preset, slos", [
+    ("serving_llama3_70b", ["constraints.max_ttft_ms=300", "constraints.max_tpot_ms=11"]),
+    ("serving_deepseek_v3", ["constraints.max_ttft_ms=6000", "constraints.max_tpot_ms=60"]),
+])
+def test_perf_per_cost_with_slos_against_a_grid(preset, slos):
+    """objective=perf_per_cost under TTFT and TPOT SLOs (the cost level search with the
+    convexity-tightened bracket bounds; DeepSeek-V3 stopped at a 2 % gap with the plain
+    c_k LB(c_k+1) bound): certified, and the bound and value against the best of a 121 x 121
+    grid of the designs within the preset's power cap and bandwidth limits that meet the SLOs."""
+    import jax
+    from hydra import compose, initialize_config_dir
+
+    from libra_jax.cli import config as cc
+    from libra_jax.model import objective as model
+    from libra_jax.studies.job.config import CONF_DIR
+    from libra_jax.studies.job.serving import _problems, run_serving
+
+    cc.register_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"conf={preset}", "objective=perf_per_cost", *slos])
+    run = run_serving(cc._as_config(cfg))
+    opt = run.optimum
+    assert run.status == "ok" and opt.gap <= 1e-3 and opt.slo_violation <= 1e-9
+    problems = _problems(run.network, run.phases, run.cost_rates, run.spec, run.timing_model)
+    hi = np.asarray(run.spec.upper_gbps, np.float64)
+    g0, g1 = np.meshgrid(*(np.geomspace(h / 1e3, h, 121) for h in hi))
+    grid = np.stack([g0.ravel(), g1.ravel()], axis=1)
+    with jax.enable_x64(True):
+        t = np.stack([np.asarray(jax.vmap(lambda x, p=p: model.step_time_s(x, p))(grid))
+                      for p in problems], axis=1)  # [G, P] s
+        viol = np.asarray(jax.vmap(lambda x: model.max_violation(x, problems[0]))(grid))
+    ok = (viol <= 0) & np.all(t @ run.form.c.T <= run.form.b, axis=1)
+    prod = np.max(t @ run.form.a.T, axis=1) * (grid @ np.asarray(run.cost_rates))
+    best = float(np.min(prod[ok]))
+    assert opt.lower_bound <= best * (1 + 1e-9)
+    assert opt.value <= best * (1 + 1e-9)

@@ -38,6 +38,11 @@ certified level search runs on the merged problem. Otherwise a level search over
 power) cap c: h(c) = min F s.t. the SLOs and cost <= c (the solve above); a design of cost in
 [c_k, c_k+1] has F >= h(c_k+1) >= LB(c_k+1), hence the product >= c_k LB(c_k+1), and the
 minimum of those over the levels is a certified bound; the intervals holding it are refined.
+h is convex (the value of a convex problem in the right-hand side c) and decreasing, so
+beyond c_k it also lies above the secant of c_k-1 and c_k, taken conservatively through
+(c_k-1, UB) and (c_k, LB): h(c) >= max(LB(c_k+1), LB(c_k) + s (c - c_k)) on the interval,
+whose product with (offset + c) is smallest at c_k or where the two meet (`_bracket_bound`):
+the bound's gap falls with the square of the interval, not linearly.
 
 SLOs that no design within the constraints meets are errors before the optimisation
 (`check_slos`): first an SLO below the physics of one pass (the phase's time at unlimited
@@ -362,6 +367,26 @@ def product_floor(problems, form: ServingForm, rates, spec, objective: str,
     return best
 
 
+def _bracket_bound(offset: float, cm: float | None, c0: float, c1: float, sm, s0,
+                   lb1: float) -> float:
+    """A lower bound of (offset + c) h(c) over c in [c0, c1] (module docstring): h >= lb1
+    there, and h >= LB(c0) + s (c - c0) with s the conservative secant slope from (cm, UB(cm))
+    when both cm and c0 were solved."""
+    base = (offset + c0) * lb1
+    if (sm is None or s0 is None or not math.isfinite(lb1) or c1 <= c0
+            or not sm.slo_violation <= 1e-9):  # sm.value an upper bound of h(cm)
+        return base
+    lb0 = max(s0.lower_bound, 0.0)
+    slope = (lb0 - sm.value) / (c0 - cm)
+    if not slope < 0:
+        return base
+    cross = c0 + (lb1 - lb0) / slope  # where the secant falls to lb1
+    if cross >= c1:  # the secant stays above lb1: a concave product, least at an end
+        return max(base, min((offset + c0) * lb0,
+                             (offset + c1) * (lb0 + slope * (c1 - c0))))
+    return max(base, min((offset + c0) * lb0, (offset + max(cross, c0)) * lb1))
+
+
 def level_search(build, form: ServingForm, rates, rates_fn, offset: float,
                  lo: float, hi: float, floor: float) -> ServingSolve:
     """min F(bw) x (offset + rates_fn(bw)) by a level search over caps c on rates_fn(bw)
@@ -395,7 +420,8 @@ def level_search(build, form: ServingForm, rates, rates_fn, offset: float,
             c1 = caps[i + 1] if i + 1 < len(caps) else c0
             s1 = solved[c1]
             lb1 = math.inf if s1 is None else max(s1.lower_bound, 0.0)
-            out.append((offset + c0) * lb1)
+            left = (None if i == 0 else solved[caps[i - 1]]), solved[c0]
+            out.append(_bracket_bound(offset, caps[i - 1] if i else None, c0, c1, *left, lb1))
         return caps, out
 
     for _ in range(LEVEL_ROUNDS):
