@@ -539,3 +539,27 @@ def test_evaluate_says_a_violation_is_rounding(tmp_path, capsys, caplog):
     assert "constraints VIOLATED (within the rounding of the digits given)" in caplog.text
     data = json.loads((tmp_path / "result.json").read_text())
     assert data["constraints"]["satisfied"] is False
+
+
+@pytest.mark.parametrize("preset", ["h100_dgx", "serving_llama3_70b"])
+def test_perf_per_cost_without_a_floor_is_an_error(preset):
+    """The H100 preset caps network power (<=) with a linear cost and no budget: time x cost
+    only falls as every bandwidth goes to 0, so perf_per_cost has no optimum (the search used
+    to end 'not converged' at ~0 GB/s); an error naming the keys that bound it, before the
+    solve. The serving job says the same with its SLO keys."""
+    from libra_jax.studies.job.serving import run_serving
+    from libra_jax.studies.job.train import run_single
+
+    c = config._as_config(_compose(f"conf={preset}", "objective=perf_per_cost"))
+    run = run_serving if preset.startswith("serving") else run_single
+    keys = "constraints.max_tpot_ms" if preset.startswith("serving") else \
+        "constraints.total_bw_gbps"
+    with pytest.raises(LibraInputError, match="objective=perf_per_cost has no optimum here") \
+            as info:
+        run(c)
+    assert keys in str(info.value) and "constraints.lower_gbps" in str(info.value)
+    # a floor on the bandwidths makes it well posed
+    if not preset.startswith("serving"):
+        ok = config._as_config(_compose(f"conf={preset}", "objective=perf_per_cost",
+                                        "constraints.lower_gbps=[10,1]"))
+        assert run(ok).result.status == "ok"

@@ -19,7 +19,7 @@ from libra_jax.solvers.compilation import CompileClock
 from libra_jax.studies import serving
 from libra_jax.studies.job.config import LibraConfig
 from libra_jax.studies.job.inputs import check_serving_keys, design_inputs, to_timing
-from libra_jax.studies.job.train import power_of_run
+from libra_jax.studies.job.train import check_product_bounded, power_of_run
 from libra_jax.types import LibraInputError, show
 
 log = logging.getLogger(__name__)
@@ -154,16 +154,11 @@ def _optimise(obj, network, phases, problems, form, cost_rates, spec, tm, power)
     else:
         rates, offset, key = np.asarray(power[0], np.float64), float(power[1]), "max_power_w"
     merged, _ = serving.merged_problem(problems, form, cost_rates, spec)
+    if not form.b.size:
+        check_product_bounded(
+            obj, merged, power, "Give constraints.max_tpot_ms and/or constraints.max_ttft_ms "
+            "(the latency to serve at), or constraints.lower_gbps.")
     lo = float(rates @ np.asarray(with_cost_rates(merged, rates).min_cost_bw, np.float64))
-    if not form.b.size and lo <= 0.0 and offset <= 0.0:
-        # (compute + traffic / bw) x (rates . bw) falls towards traffic x rates as bw -> 0
-        what = "network cost" if obj == "perf_per_cost" else "total power (power.npu_w = 0)"
-        raise LibraInputError(
-            f"objective={obj} without an SLO has no optimum here: the {what} is linear in "
-            "the bandwidths and the constraints let every bandwidth fall to 0, so tokens/s "
-            f"per {'$' if obj == 'perf_per_cost' else 'W'} only grows as the network "
-            "vanishes (TPOT without bound). Give constraints.max_tpot_ms and/or "
-            "constraints.max_ttft_ms (the latency to serve at), or constraints.lower_gbps.")
     if form.a.shape[0] == 1 and not form.b.size:
         return serving.merged_product(problems, form, cost_rates, spec, obj, power)
     free = serving.min_seconds_per_token(problems, form, cost_rates, spec)

@@ -23,7 +23,7 @@ from libra_jax.inputs.paths import resolve_path
 from libra_jax.inputs.topology import Network
 from libra_jax.inputs.workload import Workload, load_communicator
 from libra_jax.model import memory, timing
-from libra_jax.model.problem import ConstraintSpec, Problem, build_problem
+from libra_jax.model.problem import ConstraintSpec, Problem, build_problem, with_cost_rates
 from libra_jax.solvers.compilation import CompileClock
 from libra_jax.solvers.solve import Baseline, SolveResult, design_metrics, equal_split, solve
 from libra_jax.studies import cosearch, multi
@@ -270,6 +270,10 @@ def run_single(c: LibraConfig) -> SingleRun:
     choice = None
     if chunk_counts is None:
         problem = timing.build_timed_problem(network, workload, cost_rates, spec, tm)
+        check_product_bounded(
+            getattr(c.objective, "value", c.objective), problem, power,
+            "Give a budget (constraints.total_bw_gbps, as LIBRA's runs do) or "
+            "constraints.lower_gbps, or use objective=perf with constraints.max_cost_usd.")
         with CompileClock() as clock:
             result = solve(problem, objective=c.objective, method=c.solver.method,
                            **power_kwargs(power))
@@ -312,6 +316,27 @@ def power_of_run(c: LibraConfig, network: Network, spec: ConstraintSpec) -> Powe
         return None
     return (np.asarray(spec.power_rates_w_per_gbps, np.float64),
             float(c.power.npu_w) * float(np.prod(network.npus)))
+
+
+def check_product_bounded(objective: str, problem: Problem, power: Power, hint: str) -> None:
+    """Raises when ``perf_per_cost`` (``perf_per_watt``) has no optimum: the cost (total
+    power) is linear in the bandwidths with no constant, and the constraints let it fall to
+    0, so (compute + traffic / bw) x cost only falls as every bandwidth does (the search
+    would end 'not converged' at a ~0 GB/s design). ``hint``: the keys that bound it."""
+    if objective == "perf_per_cost":
+        rates, offset, what = problem.cost_rate, 0.0, "network cost"
+    elif objective == "perf_per_watt" and power is not None:
+        rates, offset, what = power[0], power[1], "total power (power.npu_w = 0)"
+    else:
+        return
+    if rates is None:
+        return
+    least = with_cost_rates(problem, np.asarray(rates, np.float64)).min_cost_bw
+    if offset <= 0.0 and float(np.asarray(rates) @ np.asarray(least)) <= 0.0:
+        raise LibraInputError(
+            f"objective={objective} has no optimum here: the {what} is linear in the "
+            "bandwidths and the constraints let every bandwidth fall to 0, so its product "
+            f"with the time only falls as the network vanishes. {hint}")
 
 
 def power_kwargs(power: Power) -> dict:
