@@ -121,9 +121,10 @@ def serving_form(phases: ServingPhases, max_ttft_ms: float | None = None,
 
 
 def phase_times_s(bw, problems: Sequence[Problem]) -> np.ndarray:
-    """[P] each phase's time (s) at ``bw``."""
-    x = jnp.asarray(np.asarray(bw, np.float64))
-    return np.array([float(model.step_time_s(x, p)) for p in problems])
+    """[P] each phase's time (s) at ``bw`` (`solve.design_metrics`: one compiled program per
+    problem shape; eager, the model's `lax.cond` traced and compiled again on every call)."""
+    x = np.asarray(bw, np.float64)
+    return np.array([solve_mod.design_metrics(p, x)[0] / 1e9 for p in problems])
 
 
 @dataclasses.dataclass
