@@ -69,6 +69,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import astrasim_heldout as H  # noqa: E402
+from latency_regime import _read_csv  # noqa: E402
 
 SETS = {"tuning": 441, "heldout": 442}
 DRAWS = 100
@@ -311,13 +312,6 @@ def _write_csv(path: pathlib.Path, rows: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-
-
-def _read_csv(path: pathlib.Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def simulate_set(name: str, draws: int, runs_dir: str, timeout: float, workers: int,

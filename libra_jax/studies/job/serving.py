@@ -158,9 +158,9 @@ def _optimise(obj, network, phases, problems, form, cost_rates, spec, tm, power)
         check_product_bounded(
             obj, merged, power, "Give constraints.max_tpot_ms and/or constraints.max_ttft_ms "
             "(the latency to serve at), or constraints.lower_gbps.")
-    lo = float(rates @ np.asarray(with_cost_rates(merged, rates).min_cost_bw, np.float64))
     if form.a.shape[0] == 1 and not form.b.size:
         return serving.merged_product(problems, form, cost_rates, spec, obj, power)
+    lo = float(rates @ np.asarray(with_cost_rates(merged, rates).min_cost_bw, np.float64))
     free = serving.min_seconds_per_token(problems, form, cost_rates, spec)
     hi = float(rates @ free.bandwidth_gbps)
     current = getattr(spec, key)
