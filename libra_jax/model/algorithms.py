@@ -390,7 +390,7 @@ class StageDriver:
             dst = (i + off) % self.n if self.full else 0  # (NPU 0 gets its own, by symmetry)
             links = (tuple(self._key(a, b) for a, b in route(self.block, self.n, i, dst))
                      if self.full else peer_links(self.block, self.links_n, self.dim, off))
-            out.append((dst, links, size))
+            out.append((dst, links, size, off))
         if self.done is None and all(d.done is not None for d in self.npus):
             self.done = t
         return out
@@ -593,7 +593,7 @@ class _RingCopy:
             dst = (i + off) % r.n
             links = tuple(("abs", r.copy_of(a), (r.dim, 0 if b == (a + 1) % r.n else 1))
                           for a, b in route(Block.RING, r.n, i, dst))
-            out.append((dst, links, size))
+            out.append((dst, links, size, off))
         self.done = self.drv.done
         return out
 

@@ -255,9 +255,17 @@ def _setup(collective: int, size_bytes: float, group, tm, npus_per_dim=None) -> 
                   [link_share(a, n) for a, n in zip(configured, net)], size, max(chunk, 1))
 
 
+def npu0_issues(state: RuntimeState, now: float) -> None:
+    """NPU 0 calls ``Sys::generate_collective`` at ``now``: under Themis it restarts the
+    loads when the tick is new (``last_scheduled_collective``)."""
+    if state.loads is not None and now != state.tick:
+        state.loads = [[d, 0.0] for d in range(len(state.loads))]
+    state.tick = now
+
+
 def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw_gbps,
                        state: RuntimeState, now: float = 0.0, exact_cache: dict | None = None,
-                       npus_per_dim=None):
+                       npus_per_dim=None, npu0_first: bool | None = None):
     """The streams of one collective as ``Sys::generate_collective`` builds them under the
     runtime of ``tm`` (module docstring): a list with one list of `Stage` per stream.
 
@@ -283,13 +291,16 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
     if inter in ("themis", "themis_flex"):
         if state.loads is None:
             state.loads = [[d, 0.0] for d in range(num)]
-        if state.restart_after is not None and now != state.restart_after:
-            state.loads, state.restart_after = [[d, 0.0] for d in range(num)], None
-        if not state.ended and now != state.tick:  # NPU 0 issues first: it restarts them
-            state.loads = [[d, 0.0] for d in range(num)]
-        elif state.ended and now != state.tick:  # another NPU schedules it with the loads
-            state.restart_after = now  # as they are; NPU 0 restarts them later this tick
-        state.tick = now
+        if npu0_first is None:
+            if state.restart_after is not None and now != state.restart_after:
+                state.loads, state.restart_after = [[d, 0.0] for d in range(num)], None
+            if not state.ended and now != state.tick:  # NPU 0 first: it restarts them
+                state.loads = [[d, 0.0] for d in range(num)]
+            elif state.ended and now != state.tick:  # another NPU schedules it with the
+                state.restart_after = now  # loads as they are; NPU 0 restarts them later
+            state.tick = now
+        elif npu0_first:
+            npu0_issues(state, now)
     streams = []
     while size > 0:
         order = list(range(num))

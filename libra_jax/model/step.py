@@ -42,7 +42,8 @@ class StepTiming(NamedTuple):
     ``end_ns`` [N] per node (first start, last end over the copies); ``busy_ns`` [D] time
     each dimension had a stage running; ``copy_dims`` the copied dimensions
     (`copy_dims`), ``copies`` each copy's position on them, ``copy_start_ns`` /
-    ``copy_end_ns`` [C, N] every copy's nodes."""
+    ``copy_end_ns`` [C, N] every copy's nodes; ``issuers`` under Themis, per collective it
+    schedules: (ns, node, NPU) of its first issuer (the NPU whose loads decide its order)."""
 
     time_ns: float
     start_ns: np.ndarray
@@ -52,6 +53,7 @@ class StepTiming(NamedTuple):
     copies: tuple = ((),)
     copy_start_ns: np.ndarray | None = None
     copy_end_ns: np.ndarray | None = None
+    issuers: tuple = ()
 
 
 class _Stream:
@@ -62,7 +64,7 @@ class _Stream:
                  "driver", "ns_per_byte", "queued",
                  # its copy (`simulate_step`: a position in the tree dimensions), its index
                  # among its collective's streams, whether it waits for the other copies
-                 "c", "ord", "hold")
+                 "c", "ord", "hold", "lab")
 
     def __init__(self, node, priority, stages, seq, c=0, ord_=0):
         self.node, self.priority, self.stages, self.seq = node, priority, stages, seq
@@ -201,6 +203,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     active = {(c, d, qi): 0 for c in range(C) for d in range(num_dims) for qi in range(q)}
     smallest_first = tm.intra_dim_scheduling == "smallest_first"
     state = runtime.RuntimeState()
+    themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+    origin = (0,) * num_dims
+    cur = [origin]  # the event being processed: the first NPU ASTRA-sim runs it on in its tick
+    issuers: list = []
     issued: dict = {}  # node -> its streams (scheduled once, by the first copy to issue it)
     exact_cache: dict = {}
     streams_left = np.zeros((C, n), int)
@@ -235,10 +241,14 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     endpoint = float(tm.endpoint_delay_ns)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
 
+    labs: dict = {}  # event seq -> its label (Themis: the first NPU within its tick)
+
     def push(t: float, kind: str, payload) -> None:
         nonlocal seq
         seq += 1
         heapq.heappush(net, (t, seq, kind, payload))
+        if themis:
+            labs[seq] = cur[0]
 
     def path(dim: int, dr: int) -> tuple:
         if blocks[dim] == Block.SWITCH:  # NPU -> switch -> NPU, both ways share them
@@ -344,9 +354,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             link_put(payload.path[0], (payload, 0), t)
         elif kind == "general":  # an algorithm's bundle is back: its sends, its end
             s, i = payload
-            for dst, p, size in s.driver.general(t, i):
+            for dst, p, size, off in s.driver.general(t, i):
                 link_put(p[0], (s, 0, p, size * s.ns_per_byte, dst, s.stages[s.pos][0],
-                                s.driver), t)
+                                s.driver, off), t)
             if s.driver.done == t:  # every bundle back: nothing can follow
                 s.driver.over = True
                 push(t, "done", s)
@@ -355,10 +365,12 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if link_wait.get(payload):
                 put(payload, link_wait[payload].pop(0), t)
         elif kind == "arrive" and len(payload) > 2:  # an algorithm's message
-            s, hop, p, ns, dst, dim, drv = payload
+            s, hop, p, ns, dst, dim, drv, off = payload
             if hop + 1 < len(p):
-                link_put(p[hop + 1], (s, hop + 1, p, ns, dst, dim, drv), t)
+                link_put(p[hop + 1], (s, hop + 1, p, ns, dst, dim, drv, off), t)
             else:  # (a copy's message: to the receiving copy's stream)
+                if themis:
+                    cur[0] = hop_label(cur[0], dim, off, int(nodes[s.node].group[dim]))
                 for ev in drv.received(t, dst):
                     push(ev[0], "general", (s, ev[1]) if len(ev) == 2 else ev[1:])
         elif kind == "arrive":  # a ring message
@@ -366,6 +378,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if hop + 1 < len(s.path):
                 link_put(s.path[hop + 1], (s, hop + 1), t)
             else:
+                if themis:
+                    dim = s.stages[s.pos][0]
+                    cur[0] = hop_label(cur[0], dim, 1 if s.stages[s.pos][4] == 0 else -1,
+                                       int(nodes[s.node].group[dim]))
                 s.step += 1
                 if s.step < s.steps:
                     push(t + pre_send_ns(s), "send", s)
@@ -387,16 +403,55 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             return s_key(payload), payload
         return None
 
+    def hop_label(lab, dim: int, off: int, n_d: int):
+        """The first NPU to receive a message within its tick, from the sender's ``lab``."""
+        if lab is None:
+            return None
+        lab = list(lab)
+        if algos[dim] == "halving_doubling":
+            lab[dim] ^= abs(off)
+        else:
+            lab[dim] = (lab[dim] + off) % n_d
+        return tuple(lab)
+
+    def relabel(s: _Stream):
+        """The first NPU to end stream ``s``'s stage within its tick (unaware), from the
+        first to start it: a ring stage moves it ``steps`` NPUs on, a halving-doubling
+        reduce-scatter / all-gather to its partner of every round; None (unknown) after a
+        direct stage (where the NPUs' arrivals interleave) or a tree."""
+        stage = s.stages[s.pos]
+        if s.lab is None or (len(stage) > 10 and stage[10] is not None
+                             and algos[stage[0]] not in ("halving_doubling", "direct")):
+            return None
+        dim, dr, steps = stage[0], stage[4], stage[6]
+        n_d, lab = int(nodes[s.node].group[dim]), list(s.lab)
+        way = 1 if dr == 0 else -1
+        if len(stage) <= 10 or stage[10] is None:  # a ring (or a send to the next NPU)
+            lab[dim] = int(lab[dim] + round(steps) * way) % n_d
+        elif algos[dim] == "direct":  # the first NPU's first message: to the next one
+            lab[dim] = (lab[dim] + way) % n_d
+        elif stage[8] in (runtime.RS, runtime.AG):  # halving-doubling: partner by partner
+            lab[dim] ^= n_d - 1
+        return tuple(lab)
+
     def s_key(s: _Stream) -> tuple[int, int, int, int]:
         return s.c, s.stages[s.pos][0], s.stages[s.pos][5], s.seq
 
     def try_start(c: int, dim: int, qi: int) -> None:
         while active[(c, dim, qi)] < per_queue and queues[c][dim][qi]:
             s = queues[c][dim][qi].pop(0)
+            s.lab = cur[0]
             running[(c, dim, qi, s.seq)] = s
             active[(c, dim, qi)] += 1
             if len(s.stages[s.pos]) > 11 and s.stages[s.pos][11] is not None:
+                keep = cur[0]  # (a tree: each copy's NPU leaves it at its own time)
+                if keep is not None:
+                    lab = list(keep)
+                    for d, k in zip(cdims, copies[c]):
+                        lab[d] = k
+                    cur[0] = tuple(lab) if s.stages[s.pos][0] in cdims else None
                 start_tree(s)
+                cur[0] = keep
             elif dim in cdims and not (algos[dim] == "halving_doubling"
                                        and s.stages[s.pos][10] is not None):
                 # a ring / direct stage on a copied dimension: its NPUs run it together,
@@ -439,7 +494,17 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if i not in issued:  # (Themis: the first NPU to issue it schedules its chunks)
                 issued[i] = runtime.collective_streams(
                     nodes[i].collective, nodes[i].size_bytes, nodes[i].group, blocks, tm, bw,
-                    state, now, exact_cache, npd)
+                    state, now, exact_cache, npd,
+                    npu0_first=(c == 0 and cur[0] is not None and all(
+                        cur[0][d] == 0 for d in range(num_dims) if d not in cdims))
+                    if themis else None)
+                if themis and nodes[i].collective != Collective.ALLTOALL:
+                    lab = list(origin if cur[0] is None else cur[0])
+                    for d, k in zip(cdims, copies[c]):
+                        lab[d] = k
+                    issuers.append((now, i, int(np.ravel_multi_index(lab, npd, order="F"))))
+            if themis and c == 0:  # NPU 0's call: its restart of the loads at a new tick
+                runtime.npu0_issues(state, now)
             streams = issued[i]
             streams_left[c, i] = len(streams)
             for o, stages in enumerate(streams):
@@ -485,7 +550,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     blocked.append(i)
                     continue
                 start[c, i] = now
-                compute_until[c] = (now + float(nd.duration_ns), i)
+                compute_until[c] = (now + float(nd.duration_ns), i, cur[0])
                 heapq.heappush(computes, (compute_until[c][0], c))
             else:
                 if limit is not None and inflight[c] >= limit:
@@ -533,18 +598,22 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         now = t_next
         if what[0] == "compute":
             c = heapq.heappop(computes)[1]
-            i = compute_until[c][1]
+            i, cur[0] = compute_until[c][1:]
             compute_until[c] = None
             finish(c, i)
         else:
             if what[0] == "net":
-                _, _, kind, payload = heapq.heappop(net)
+                _, sq, kind, payload = heapq.heappop(net)
+                if themis:
+                    cur[0] = labs.pop(sq)
                 got = net_event(kind, payload, now)
                 if got is None:
                     continue
                 key, s = got
             else:
                 key, s = what[1], running[what[1]]
+                if themis:
+                    cur[0] = relabel(s)
             held = key in running  # the stage ends, but the stream holds its queue until ...
             s.left = 1.0
             s.pos += 1
@@ -573,7 +642,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             try_start(*key[:3])
     end_ns = np.fmax.reduce(end, axis=0)  # every node: its last copy's end, first start
     return StepTiming(float(np.nanmax(end_ns)) if n else 0.0, np.fmin.reduce(start, axis=0),
-                      end_ns, busy, tuple(cdims), tuple(copies), start, end)
+                      end_ns, busy, tuple(cdims), tuple(copies), start, end, tuple(issuers))
 
 
 #: Most copies `simulate_step` runs (one per position in the tree dimensions); beyond it the

@@ -60,13 +60,16 @@ def same_graph(trace: TraceSet) -> bool:
 def as_copies(trace: TraceSet, blocks, npd, bandwidth_gbps, tm) -> TraceTiming | None:
     """`simulate_step` of the graph every rank runs, each rank given the times of its copy
     (its position on the copied dimensions; the class of a rank is its copy), or None when
-    the trace is not one graph (`step_nodes`, `same_graph`) or has no copied dimension."""
+    the trace is not one graph (`step_nodes`, `same_graph`) or has no copied dimension and
+    is not scheduled by Themis (whose first issuer within a tick `simulate_step` follows)."""
     if tm.is_default_runtime:
         return None
     nodes = step_nodes(trace, npd)
     algos = tm.algorithm or ("ring",) * len(npd)
-    if not nodes or not step.copy_dims(nodes, npd, algos, blocks,
-                                       tm.network_backend == "aware") or not same_graph(trace):
+    themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+    if not nodes or not (themis or step.copy_dims(nodes, npd, algos, blocks,
+                                                  tm.network_backend == "aware")) \
+            or not same_graph(trace):
         return None  # (the ranks compared last: only where copies would be needed)
     got = step.simulate_step(nodes, blocks, npd, bandwidth_gbps, tm)
     strides = [math.prod(npd[:d]) for d in range(len(npd))]

@@ -142,7 +142,7 @@ class TraceRuntime:
         (``link_put(rank, link, (msg, hop), t)``); once the stage is done
         (`algorithms.StageDriver`), pushes its "done" at ``t``."""
         s, i = si
-        for dst, links, size in s.driver.general(t, i):
+        for dst, links, size, _ in s.driver.general(t, i):
             m = AlgoMsg(s, links, size * s.ns_per_byte, self.lat[s.stages[s.pos][0]], dst)
             link_put(s.rk, m.path[0], (m, 0), t)
         if s.driver.done == t:
