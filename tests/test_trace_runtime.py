@@ -11,7 +11,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from libra_jax.model import algorithms, runtime, step, step_trace, timing, trace_copies
+from libra_jax.model import (algorithms, runtime, step, step_stages, step_trace, timing,
+                             trace_copies)
 from libra_jax.model.trace_runtime import TraceRuntime
 from libra_jax.model.trace_setup import Geometry, Shapes
 from libra_jax.types import (Block, Collective, CommGroup, RankTrace, StepNode, TraceNode,
@@ -103,7 +104,7 @@ def test_other_algorithms_aware_are_simulate_step(seed, monkeypatch):
     own links (sharing them with its other stages), tree chunks chain in their queue. The
     trace replay runs a tree (and aware halving-doubling on a Ring) on one NPU standing for
     all: `simulate_step` without its copies (one per position, `step.copy_dims`)."""
-    monkeypatch.setattr(step, "MAX_COPIES", 1)
+    monkeypatch.setattr(step_stages, "MAX_COPIES", 1)
     rng = np.random.default_rng(300 + seed)
     algo = ALGOS[seed % len(ALGOS)]
     backend = "unaware" if seed >= 12 else "aware"
@@ -136,7 +137,7 @@ def test_tree_chunks_chain_as_simulate_step(backend, chunks, monkeypatch):
     start + `tree_follow_ns`) + its time alone, handing the queue on early; RootMax /
     RootMin alternate per dimension in issue order: the same step as `simulate_step` on one
     NPU standing for all (no copies)."""
-    monkeypatch.setattr(step, "MAX_COPIES", 1)
+    monkeypatch.setattr(step_stages, "MAX_COPIES", 1)
     _same(*_chunked(backend, chunks))
 
 
