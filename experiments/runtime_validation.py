@@ -10,7 +10,9 @@ per inter-dimension policy, per algorithm and per intra-dimension policy.
         --out experiments/results/runtime_validation.md
 
 ``--summary`` prints instead the per-backend, per-policy table of docs/runtime.md (between its
-``validation-summary`` markers) over sets given as ``label=folder``:
+``validation-summary`` markers) over sets given as ``label=folder``; ``--summary-out F
+--summary-sets label=folder ...`` writes it beside the full report from the same predictions
+(the sets given as ``label=folder`` there too, the held-out ones only in the table):
 
     python experiments/runtime_validation.py --summary \
         "tuning single=experiments/results/astrasim_runtime/single" ...
@@ -82,14 +84,15 @@ def table(rows, key) -> list[str]:
     return lines
 
 
-def summary(sets, via: str = "config") -> list[str]:
-    """docs/runtime.md's table: every ``label=folder`` set per backend and policy."""
+def summary(sets, via: str = "config", evaluated: dict | None = None) -> list[str]:
+    """docs/runtime.md's table: every ``label=folder`` set per backend and policy
+    (``evaluated``: folder -> `evaluate`'s rows, where already computed)."""
     lines = ["| set | backend / value | runs | within 2% | within 5% | within 10% | worst |",
              "|---|---|---|---|---|---|---|"]
     for spec in sets:
         label, _, folder = str(spec).rpartition("=")
-        body = table(evaluate(pathlib.Path(folder), via),
-                     lambda c: c["inter_dim_scheduling"])[2:]
+        rows = (evaluated or {}).get(folder) or evaluate(pathlib.Path(folder), via)
+        body = table(rows, lambda c: c["inter_dim_scheduling"])[2:]
         lines += [f"| {label or folder} {row[1:]}" for row in body]
     return lines
 
@@ -102,14 +105,19 @@ def main(argv=None) -> int:
                     help="predict from the case as a config (default) or from its imported ETs")
     ap.add_argument("--summary", action="store_true",
                     help="one table per backend and inter-dimension policy over label=folder sets")
+    ap.add_argument("--summary-out", type=pathlib.Path, default=None,
+                    help="with the full report: write that table too, from the same predictions")
+    ap.add_argument("--summary-sets", nargs="*", default=[],
+                    help="label=folder sets in that table only (the held-out sets)")
     args = ap.parse_args(argv)
     if args.summary:
         print("\n".join(summary(args.sets, args.via)))
         return 0
     lines = ["# libra_jax's runtime model against ASTRA-sim", ""]
-    for folder in map(pathlib.Path, args.sets):
+    evaluated = {}
+    for folder in (pathlib.Path(str(spec).rpartition("=")[2]) for spec in args.sets):
         t0 = time.perf_counter()
-        rows = evaluate(folder, args.via)
+        rows = evaluated[str(folder)] = evaluate(folder, args.via)
         seconds = time.perf_counter() - t0
         failed = [(c, note) for c, ref, _, note in rows if ref is None]
         apart = [c for c, ref, pred, note in rows if ref is not None and pred is None
@@ -146,6 +154,9 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     if args.out:
         args.out.write_text(text)
+    if args.summary_out:
+        args.summary_out.write_text("\n".join(summary(args.sets + args.summary_sets, args.via,
+                                                       evaluated)) + "\n")
     print(text)
     return 0
 
