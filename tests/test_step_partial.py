@@ -102,6 +102,26 @@ def test_step_time_is_the_exported_trace_sets(backend):
             nodes, NET.block_codes, NET.npus, bw, tm).time_ns
 
 
+def test_the_trace_set_is_built_once_per_graph():
+    """`partial_trace` keeps the last few trace sets (they do not depend on the bandwidths):
+    a design search gets the same steps, at any bandwidths, as with a fresh trace each time."""
+    wl = _partial_workload()
+    tm = timing.TimingModel(model="pipelined", training_loop="dp_overlap", chunks=2,
+                            queues_per_dim=2, latency_ns=[300.0, 700.0], endpoint_delay_ns=10.0,
+                            inter_dim_scheduling="themis")
+    nodes = step.step_graph(wl, "dp_overlap")
+    step_partial._TRACES.clear()
+    first = step_partial.partial_trace(nodes, NET.npus)
+    assert step_partial.partial_trace(list(nodes), list(NET.npus)) is first
+    for bw in ([120.0, 40.0], [30.0, 400.0], [120.0, 40.0]):
+        fresh = step_trace.simulate_trace(step_trace.trace_from_nodes(
+            nodes, NET.npus, partial_as_pg=True), NET.block_codes, NET.npus, bw, tm).time_ns
+        assert timing.step_time_ns(wl, NET, tm, bw) == fresh
+    for k in range(6):  # a bounded memory: the oldest go
+        step_partial.partial_trace(nodes[:len(nodes) - k], NET.npus)
+    assert len(step_partial._TRACES) == 4
+
+
 def _lone_ring_ns(code, size, members, npd, blocks, bw, tm):
     """One collective on a pg_name ring alone (every other NPU idle), simulated."""
     R = int(np.prod(npd))

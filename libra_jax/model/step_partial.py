@@ -31,7 +31,8 @@ from libra_jax.model import pipelined, step, step_trace
 from libra_jax.model.trace_setup import Geometry, block_members, spans_part_of_a_dimension
 from libra_jax.types import Block, Collective, StepNode
 
-__all__ = ["has_partial_groups", "partial_members", "pg_ring_piece", "simulate_graph_ns"]
+__all__ = ["has_partial_groups", "partial_members", "partial_trace", "pg_ring_piece",
+           "simulate_graph_ns"]
 
 
 def has_partial_groups(nodes: Sequence[StepNode], npus_per_dim) -> bool:
@@ -50,9 +51,24 @@ def simulate_graph_ns(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth
     `step_trace.simulate_trace` (the slowest rank)."""
     if not has_partial_groups(nodes, npus_per_dim):
         return step.simulate_step(nodes, blocks, npus_per_dim, bandwidth_gbps, tm).time_ns
-    trace = step_trace.trace_from_nodes(nodes, npus_per_dim, partial_as_pg=True)
-    return step_trace.simulate_trace(trace, blocks, npus_per_dim, bandwidth_gbps,
-                                     tm).time_ns
+    return step_trace.simulate_trace(partial_trace(nodes, npus_per_dim), blocks, npus_per_dim,
+                                     bandwidth_gbps, tm).time_ns
+
+
+_TRACES: dict = {}  # (nodes, NPUs per dimension) -> its trace set, the last few
+
+
+def partial_trace(nodes: Sequence[StepNode], npus_per_dim):
+    """The node list's trace set with its groups over part of a dimension as ``pg_name``
+    rings (`trace_setup.trace_from_nodes`, ``partial_as_pg``), kept for the next call: it
+    does not depend on the bandwidths, and building it is most of a step's simulation on a
+    large preset (gb200_nvl72: 26 of 32 s), which a design search repeats at every point."""
+    key = (tuple(nodes), tuple(int(n) for n in npus_per_dim))
+    if key not in _TRACES:
+        if len(_TRACES) >= 4:
+            _TRACES.pop(next(iter(_TRACES)))
+        _TRACES[key] = step_trace.trace_from_nodes(nodes, npus_per_dim, partial_as_pg=True)
+    return _TRACES[key]
 
 
 def partial_members(group, npus_per_dim) -> tuple[int, ...]:
