@@ -359,6 +359,12 @@ def test_themis_first_issuer_follows_the_event_queue_on_probes():
     for case in probes:
         traced = [n for _, n, _, _ in data["issuers"][case["case_id"]]]
         assert [n for _, n in ti.model_issuers(case)] == traced, case["case_id"]
+    # congestion-aware: messages carry it, a bundle where the NPU's first one of the tick
+    # put it; 20 of 24 (not: direct all-reduces, all-to-all rings through a Switch)
+    aware = [c for cid, c in data["cases"].items() if c["backend"] == "aware"]
+    same = [[n for _, n in ti.model_issuers(c)] == [n for _, n, _, _ in
+                                                   data["issuers"][c["case_id"]]] for c in aware]
+    assert len(aware) == 24 and sum(same) >= 20
 
 
 @pytest.mark.parametrize("case_id", ["rt13_0069_unaware", "rt13_0021_unaware",

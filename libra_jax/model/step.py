@@ -165,13 +165,16 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
 
     labs: dict = {}  # event seq -> its label (Themis: the first NPU within its tick)
+    batch: dict = {}  # (copy, tick) -> the label of its first bundle there
 
     def push(t: float, kind: str, payload) -> None:
         nonlocal seq
         seq += 1
         heapq.heappush(net, (t, seq, kind, payload))
-        if themis:
-            labs[seq] = cur[0]
+        if themis:  # a bundle: the NPU runs every event of its tick where the first one
+            # put it in the tick (Sys::register_event keeps one list per NPU and tick)
+            labs[seq] = (batch.setdefault((payload[0].c, t), cur[0]) if kind == "general"
+                         else cur[0])
 
     def path(dim: int, dr: int) -> tuple:
         if blocks[dim] == Block.SWITCH:  # NPU -> switch -> NPU, both ways share them
