@@ -382,3 +382,20 @@ def test_themis_first_issuers_of_whole_steps(case_id):
                                                  / kind) if c["case_id"] == case_id)
     assert [n for _, n in ti.model_issuers(case)] == traced
     assert aw.predict_ns(case) == pytest.approx(float(res["astra_max_ns"]), rel=1e-3)
+
+
+@pytest.mark.parametrize("inter", ["themis", "themis_flex"])
+def test_themis_with_a_dimension_given_no_bandwidth(inter):
+    """A design with 0 GB/s on a dimension (a search may try one): ASTRA-sim's doubles make
+    that dimension's load infinite, so Themis puts it last for every chunk; no error."""
+    tm = TimingModel(model="pipelined", chunks=4, inter_dim_scheduling=inter)
+    for bw in ([100.0, 0.0], [0.0, 100.0]):
+        st = runtime.RuntimeState()
+        for now in (1.0, 2.0):  # (the second collective: the loads carried, infinite)
+            streams = runtime.collective_streams(Collective.REDUCESCATTER, 8 * MIB, (4, 8),
+                                                 [FC, SW], tm, bw, st, now=now,
+                                                 npu0_first=False)
+            assert streams and all(len(s) == 2 for s in streams)
+        # the second collective starts from the first's loads: the dimension with no
+        # bandwidth (infinite load) goes last in every chunk
+        assert all(s[0].dim == bw.index(100.0) for s in streams)

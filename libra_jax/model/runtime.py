@@ -138,6 +138,12 @@ def phase_work(algorithm: str, com: int, n: int, size: float, block: int, lat: f
 
 
 # ------------------------------------------------------------------------ orders
+def _bytes(mib: float, recommended: int) -> int:
+    """A load gap (MiB) in whole bytes; a gap with a dimension given no bandwidth is not a
+    number of bytes (ASTRA-sim's cast of it is undefined): the recommended chunk then."""
+    return int(mib * _MIB) if math.isfinite(mib) else recommended
+
+
 def _themis_order(state: RuntimeState, flex: bool, com: int, involved, npus, link_bw,
                   remaining: int, recommended: int):
     """`OfflineGreedy::get_chunk_scheduling` of Sys 0: (order, bytes this chunk takes).
@@ -150,17 +156,18 @@ def _themis_order(state: RuntimeState, flex: bool, com: int, involved, npus, lin
     loads.sort(key=lambda x: x[1])  # std::sort of <= 16 entries: insertion sort (stable)
     if ct == AG:
         loads.reverse()
-    ratio = [link_bw[d] / link_bw[0] for d in range(num)]
+    # ASTRA-sim's doubles: a dimension given no bandwidth has an infinite ratio (dimension 0
+    # without any) or loads that grow without bound (its own), so it goes last
+    ratio = [link_bw[d] / link_bw[0] if link_bw[0] > 0 else (math.inf if link_bw[d] > 0
+                                                              else 0.0) for d in range(num)]
 
     def inv(d):
         return bool(involved[d]) and npus[d] != 1
 
     def add(entry, dim, chunk):
-        if ct == RS:
-            entry[1] += ((chunk / _MIB) * ((npus[dim] - 1) / npus[dim])) / ratio[dim]
-            return chunk // npus[dim]
-        entry[1] += ((chunk / _MIB) * (npus[dim] - 1)) / ratio[dim]
-        return chunk * npus[dim]
+        share = (npus[dim] - 1) / npus[dim] if ct == RS else npus[dim] - 1
+        entry[1] += ((chunk / _MIB) * share) / ratio[dim] if ratio[dim] > 0 else math.inf
+        return chunk // npus[dim] if ct == RS else chunk * npus[dim]
 
     chunk = recommended
     taken = None
@@ -177,14 +184,14 @@ def _themis_order(state: RuntimeState, flex: bool, com: int, involved, npus, lin
             done = True
             if ct == RS:
                 diff = abs(loads[-1][1] - entry[1])
-                size = int(diff * ratio[dim] / ((npus[dim] - 1) / npus[dim]) * _MIB)
+                size = _bytes(diff * ratio[dim] / ((npus[dim] - 1) / npus[dim]), recommended)
             else:
                 last = len(loads) - 1
                 while not inv(loads[last][0]):
                     last -= 1
                 diff = abs(loads[last][1] - entry[1])
                 ld = loads[last][0]
-                size = int(diff * ratio[ld] / (npus[ld] - 1) * _MIB)
+                size = _bytes(diff * ratio[ld] / (npus[ld] - 1), recommended)
                 last -= 1
                 while ptr <= last:
                     if inv(loads[last][0]):
