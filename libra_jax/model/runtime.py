@@ -81,9 +81,12 @@ class RuntimeState:
     rr: int = 0
     loads: list | None = None
     tick: float = 0.0
-    #: whether a collective has ended (NPU 0 then no longer issues first within a tick)
+    #: the trace replay's rule where it cannot follow the event order (per-rank graphs,
+    #: sends, pg_name groups): once a collective has ended, NPU 0 no longer issues first
+    #: (`collective_streams` with ``npu0_first=None``); `step.simulate_step` passes
+    #: ``npu0_first`` from the event order instead
     ended: bool = False
-    #: the tick after which NPU 0's restart of the loads takes effect (`collective_streams`)
+    #: the tick after which NPU 0's restart of the loads takes effect (that rule)
     restart_after: float | None = None
 
 
@@ -287,6 +290,10 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
         the algorithms other than ring).
       npus_per_dim: [D] the network's NPUs per dimension (the links written for a dimension
         the collective does not use, which Themis's loads divide by); default ``group``.
+      npu0_first: Themis: whether NPU 0 is the first NPU to issue it within its tick (it
+        then restarts the loads at a new tick before scheduling; otherwise the chunks are
+        scheduled with the loads as they are, and the caller calls `npu0_issues` when NPU 0
+        issues); None: the trace replay's rule (`RuntimeState.ended`).
     """
     exact_cache = {} if exact_cache is None else exact_cache
     npus, involved, lat, unit, algos, share, size, chunk = _setup(collective, size_bytes,
