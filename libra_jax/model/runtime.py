@@ -227,7 +227,7 @@ def _phases(com: int, order, involved, npus, tm):
         return []
     if com != AR or tm.collective_optimization == "baseline":
         return [(com, d, "any") for d in dims]
-    if tm.inter_dim_scheduling in ("themis", "themis_flex"):
+    if tm.themis_scheduling:
         return [(RS, d, "first") for d in dims] + [(AG, d, "last") for d in reversed(dims)]
     return ([(RS, d, "first") for d in dims[:-1]] + [(AR, dims[-1], "first")]
             + [(AG, d, "last") for d in reversed(dims[:-1])])
@@ -301,8 +301,8 @@ def collective_streams(collective: int, size_bytes: float, group, blocks, tm, bw
     num = len(npus)
     link = [float(bw_gbps[d]) / share[d] for d in range(num)]  # the YAML's link bandwidth
     inter = tm.inter_dim_scheduling
-    themis = inter in ("themis", "themis_flex") and collective != A2A
-    if inter in ("themis", "themis_flex"):
+    themis = tm.themis_scheduling and collective != A2A
+    if tm.themis_scheduling:
         if state.loads is None:
             state.loads = [[d, 0.0] for d in range(num)]
         if npu0_first is None:
@@ -371,7 +371,7 @@ def _orders(tm, collective: int, involved) -> list[list[int]]:
     base = list(range(num))
     if collective == AG:
         base.reverse()
-    if tm.inter_dim_scheduling in ("themis", "themis_flex") and collective != A2A:
+    if tm.themis_scheduling and collective != A2A:
         dims = [d for d in range(num) if involved[d]]
         rest = [d for d in range(num) if not involved[d]]
         return [list(p) + rest for p in itertools.permutations(dims)]
@@ -398,7 +398,7 @@ def bound_work(collective: int, size_bytes: float, group, blocks, tm):
     npus, involved, lat, unit, algos, share, size, chunk = _setup(collective, size_bytes,
                                                                    group, tm)
     num = len(npus)
-    themis = tm.inter_dim_scheduling in ("themis", "themis_flex") and collective != A2A
+    themis = tm.themis_scheduling and collective != A2A
     # streams of a whole chunk each (Themis: the last one carries the rest)
     scale = size / chunk if themis else -(-size // chunk)
     per_order = []

@@ -126,7 +126,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     active = {(c, d, qi): 0 for c in range(C) for d in range(num_dims) for qi in range(q)}
     smallest_first = tm.intra_dim_scheduling == "smallest_first"
     state = runtime.RuntimeState()
-    themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+    themis = tm.themis_scheduling
     origin = (0,) * num_dims
     cur = [origin]  # the event being processed: the first NPU ASTRA-sim runs it on in its tick
     issuers: list = []

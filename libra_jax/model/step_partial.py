@@ -140,7 +140,7 @@ def pg_ring_piece(collective: int, size_bytes: float, members: Sequence[int], ne
         # (Themis-flex sizes its own: at least one chunk); a queue runs ceil(active / q)
         # streams at once. At least the chunks' latency over the lanes, their bytes spread
         # evenly over them.
-        themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+        themis = tm.themis_scheduling
         lanes = (d if themis else 1) * q * -(-int(tm.active_chunks_per_dim) // q)
         chunks = size_bytes / chunk if themis else float(k)
         serial = 1 if tm.inter_dim_scheduling == "themis_flex" else -(-math.ceil(chunks) // lanes)

@@ -82,6 +82,12 @@ class TimingModel:
     active_chunks_per_dim: int = 1
 
     @property
+    def themis_scheduling(self) -> bool:
+        """Whether the inter-dimension scheduling is Themis (``OfflineGreedy``, -Flex): the
+        loads carried between collectives, and whose NPU schedules first."""
+        return self.inter_dim_scheduling in ("themis", "themis_flex")
+
+    @property
     def is_default_runtime(self) -> bool:
         """True for ASTRA-sim's default runtime (ascending order, FIFO within a dimension,
         localBWAware, ring everywhere, one active chunk per dimension): the runtime the

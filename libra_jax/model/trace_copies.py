@@ -66,7 +66,7 @@ def as_copies(trace: TraceSet, blocks, npd, bandwidth_gbps, tm) -> TraceTiming |
         return None
     nodes = step_nodes(trace, npd)
     algos = tm.algorithm or ("ring",) * len(npd)
-    themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+    themis = tm.themis_scheduling
     if not nodes or not (themis or step.copy_dims(nodes, npd, algos, blocks,
                                                   tm.network_backend == "aware")) \
             or not same_graph(trace):

@@ -108,7 +108,7 @@ class TraceRuntime:
         self.default = tm.is_default_runtime
         self.smallest_first = tm.intra_dim_scheduling == "smallest_first"
         self.per_queue = -(-int(tm.active_chunks_per_dim) // int(tm.queues_per_dim))
-        self.themis = tm.inter_dim_scheduling in ("themis", "themis_flex")
+        self.themis = tm.themis_scheduling
         self.rr = tm.inter_dim_scheduling == "round_robin"
         self.exact_cache: dict = {}
         self.tree_groups: dict = {}  # (rank idx, dim, NPUs) -> its aware `TreeGroup`
