@@ -45,7 +45,8 @@ class StepTiming(NamedTuple):
     each dimension had a stage running; ``copy_dims`` the copied dimensions
     (`copy_dims`), ``copies`` each copy's position on them, ``copy_start_ns`` /
     ``copy_end_ns`` [C, N] every copy's nodes; ``issuers`` under Themis, per collective it
-    schedules: (ns, node, NPU) of its first issuer (the NPU whose loads decide its order)."""
+    schedules: (ns, node, NPU) of its first issuer (the NPU whose loads decide its order;
+    -1 where the event order is not followed, after a tree on a dimension without copies)."""
 
     time_ns: float
     start_ns: np.ndarray
@@ -425,10 +426,13 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                         cur[0][d] == 0 for d in range(num_dims) if d not in cdims))
                     if themis else None)
                 if themis and nodes[i].collective != Collective.ALLTOALL:
-                    lab = list(origin if cur[0] is None else cur[0])
-                    for d, k in zip(cdims, copies[c]):
-                        lab[d] = k
-                    issuers.append((now, i, int(np.ravel_multi_index(lab, npd, order="F"))))
+                    npu = -1  # (unknown: taken not to be NPU 0, as npu0_first above)
+                    if cur[0] is not None:
+                        lab = list(cur[0])
+                        for d, k in zip(cdims, copies[c]):
+                            lab[d] = k
+                        npu = int(np.ravel_multi_index(lab, npd, order="F"))
+                    issuers.append((now, i, npu))
             if themis and c == 0:  # NPU 0's call: its restart of the loads at a new tick
                 runtime.npu0_issues(state, now)
             streams = issued[i]
