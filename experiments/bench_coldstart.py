@@ -153,9 +153,14 @@ print("RESULT " + json.dumps(out))
 """
 
 
+def _pythonpath() -> str:
+    """The repository first, then the caller's PYTHONPATH (packages carried beside an install)."""
+    return os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
+
+
 def run_worker(calls, cache: str, check: int) -> tuple[dict, float]:
     code = WORKER.format(root=str(ROOT), calls=calls, check=check)
-    env = dict(os.environ, LIBRA_JAX_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, LIBRA_JAX_CACHE_DIR=cache, PYTHONPATH=_pythonpath())
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=3600)
@@ -167,7 +172,7 @@ def run_worker(calls, cache: str, check: int) -> tuple[dict, float]:
 
 
 def timed_process(args, cache: str | None = None) -> float:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=_pythonpath())
     if cache is not None:
         env["LIBRA_JAX_CACHE_DIR"] = cache
     t0 = time.perf_counter()
@@ -333,8 +338,11 @@ def main(argv=None) -> int:
 
     head = ("what", "problems", "build + call (after import)", "whole process", "results",
             "vs loop / import", "rate")
+    import jax
+    dev = jax.local_devices()[0]
     lines = [f"# Cold start ({platform.node()}, {os.cpu_count()} cores, "
              f"{time.strftime('%Y-%m-%d %H:%M')})", "",
+             f"Device: {dev.platform} ({dev.device_kind}), jax {jax.__version__}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     text = "\n".join(lines) + "\n"
