@@ -277,20 +277,72 @@ def show_path(path) -> str:
 #: the classic emitters on the solvers' many small fusions, for no faster code: the batch
 #: kernel of bucket (8, 8, 1, 1, 0, 0) at 256 problems compiled in 14.6-15.5 CPU-s with
 #: them and 7.5-8.4 CPU-s without, and ran 0.037-0.041 s vs 0.041-0.047 s (same run, 2
-#: cores; results equal to the last bit or two). The option is part of XLA's DebugOptions
-#: on every backend; the GPU and TPU compilers ignore CPU options.
+#: cores; results equal to the last bit or two). Only where the backend's XLA knows them:
+#: see :func:`compiler_options`.
 COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
+@functools.cache
+def compiler_options() -> dict:
+    """:data:`COMPILER_OPTIONS` if the default backend's XLA accepts them, else ``{}``.
+
+    The options only speed up compilation on the CPU; they never change a result. XLA
+    rejects an option it does not know ("No such compile option"), and which it knows
+    depends on the backend and the jaxlib: the CUDA plugin of jax 0.11.2 rejects
+    ``xla_cpu_use_fusion_emitters``, and every kernel failed to compile on an H200. So the
+    first compiled call of the process compiles an identity with them once (a few ms) and
+    keeps them only if that compiles."""
+    try:
+        jax.jit(lambda x: x, compiler_options=COMPILER_OPTIONS).lower(
+            np.float32(0)).compile()
+    except jax.errors.JaxRuntimeError:
+        return {}
+    return dict(COMPILER_OPTIONS)
+
+
+class _Jit:
+    """``jax.jit(fun, compiler_options=compiler_options(), **kwargs)``, built at the first
+    call or attribute (``trace``, ``lower``, ...), when the backend can be asked."""
+
+    def __init__(self, fun, kwargs):
+        functools.update_wrapper(self, fun)
+        self._fun, self._kwargs, self._jitted = fun, kwargs, None
+
+    def _get(self):
+        if self._jitted is None:
+            self._jitted = jax.jit(self._fun, compiler_options=compiler_options() or None,
+                                   **self._kwargs)
+        return self._jitted
+
+    def __call__(self, *args, **kwargs):
+        return self._get()(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_fun", "_kwargs", "_jitted"):
+            raise AttributeError(name)
+        return getattr(self._get(), name)
+
+    def __reduce__(self):  # pickled by reference, as a module-level function is
+        return _module_attr, (self.__module__, self.__qualname__)
+
+
+def _module_attr(module: str, qualname: str):
+    import importlib  # noqa: PLC0415
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def jit(fun=None, **kwargs):
-    """``jax.jit(fun, **kwargs)`` with :data:`COMPILER_OPTIONS` (a decorator, alone or as
+    """``jax.jit(fun, **kwargs)`` with :func:`compiler_options` (a decorator, alone or as
     ``jit(static_argnames=...)``), for the package's top-level compiled functions (the
     solver kernels; JAX accepts compile options on the outermost jit only, so functions
     also called inside another jit keep ``jax.jit``). JAX's global settings are left
     alone."""
     if fun is None:
         return functools.partial(jit, **kwargs)
-    return jax.jit(fun, compiler_options=COMPILER_OPTIONS, **kwargs)
+    return _Jit(fun, kwargs)
 
 
 def float64(fn):

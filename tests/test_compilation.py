@@ -254,3 +254,34 @@ def test_a_cached_command_traces_and_compiles_nothing(tmp_path):
     table = [ln for ln in outs[0].stdout.splitlines() if "time" not in ln]
     assert table == [ln for ln in outs[1].stdout.splitlines() if "time" not in ln]
     assert "HiGHS" not in outs[0].stdout + outs[1].stdout  # (its banner kept out of the table)
+
+
+def test_kernels_compile_where_xla_rejects_the_packages_compile_option(tmp_path):
+    """The CUDA plugin of jax 0.11.2 rejects ``xla_cpu_use_fusion_emitters`` ("No such
+    compile option") and every kernel failed to compile on an H200. An option this XLA does
+    not know reproduces that here: the option is dropped and the solve is the same."""
+    snippet = ("from libra_jax import types\n"
+               "types.COMPILER_OPTIONS['xla_no_such_option_for_this_test'] = True\n"
+               + SNIPPET + "print(json.dumps(types.compiler_options()))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), **{compilation.CACHE_ENV: str(tmp_path)})
+    p = subprocess.run([sys.executable, "-c", snippet], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    import json
+    *_, solved, kept = p.stdout.strip().splitlines()
+    assert json.loads(kept) == {}
+    ref = _run("")
+    assert json.loads(solved)["status"] == ref["status"]
+    np.testing.assert_allclose(json.loads(solved)["step"], ref["step"], rtol=1e-9)
+
+
+def test_the_package_jit_keeps_its_option_where_accepted_and_pickles_by_reference():
+    import pickle
+
+    from libra_jax import types
+    from libra_jax.solvers import batch_run
+
+    assert types.compiler_options() == types.COMPILER_OPTIONS  # (this jaxlib's CPU XLA)
+    assert pickle.loads(pickle.dumps(batch_run._kernel)) is batch_run._kernel
+    double = types.jit(lambda x: 2 * x)
+    assert float(double(np.float64(1.5))) == 3.0 and double.__name__ == "<lambda>"

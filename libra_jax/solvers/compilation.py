@@ -196,6 +196,8 @@ def _host_fingerprint() -> str:
     parts = (jax.__version__, jaxlib.__version__, jax.default_backend(),
              devices[0].device_kind if devices else "", len(devices), platform.machine(),
              flags, os.environ.get("XLA_FLAGS", ""), sorted(COMPILER_OPTIONS.items()))
+    # (the options asked for: with the jaxlib and backend, they decide which of them
+    # types.compiler_options() keeps, which costs a compile to ask)
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
