@@ -203,14 +203,20 @@ def main():
     ap.add_argument("--other-size", type=int, default=777)
     ap.add_argument("--chunk", type=int, default=None,
                     help="most problems per device call (default: batch.default_max_chunk)")
+    ap.add_argument("--chunk-threads", type=int, default=None,
+                    help="chunks in flight at a time on a CPU (default: batch_run.CHUNK_THREADS)")
     ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "bench_batch.md"))
     args = ap.parse_args()
+    if args.chunk_threads is not None:
+        from libra_jax.solvers import batch_run  # noqa: PLC0415
+        batch_run.CHUNK_THREADS = args.chunk_threads
     sizes = [int(s) for s in args.sizes.split(",")]
     dev = jax.devices()[0]
     chunk = args.chunk or B.default_max_chunk()
     device = (f"{dev.platform} ({getattr(dev, 'device_kind', '')}) x {len(jax.devices())}, "
               f"{os.cpu_count()} host CPUs, jax {jax.__version__}, {platform.machine()}; "
-              f"chunk {chunk}")
+              f"chunk {chunk}"
+              + (f", {args.chunk_threads} chunk thread(s)" if args.chunk_threads else ""))
     print("Device:", device, flush=True)
     rows, notes = [], []
     for fam in args.families.split(","):

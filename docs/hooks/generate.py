@@ -380,6 +380,7 @@ NAV_TITLES = {
     "bench_batch": "Bench: batch engine (CPU)",
     "bench_batch_gpu_h200": "Bench: batch engine (H200)",
     "bench_coldstart": "Bench: cold start",
+    "bench_coldstart_gpu_h200": "Bench: cold start (H200)",
     "bench_coldstart_calibration": "Bench: cold-start cost model",
     "bench_launchers": "Bench: launchers",
 }

@@ -101,10 +101,36 @@ SLOWDOWN = {"full": 1.0, "quick": 4.5}
 CHUNK_SECONDS = {"full": 2e-3, "quick": 9e-3}
 
 
+#: On an accelerator a chunk costs mostly a fixed time (every interior-point iteration
+#: launches the same kernels whatever the chunk holds) and a problem slot little. One H200
+#: (2026-12-04, `experiments/results/bench_batch_gpu_h200.md`), 10^6 gpt3_4d problems of
+#: bucket (4, 12, 0, 1, 0, 0), float64: 977 chunks of 1024 (the plan of the CPU model
+#: above) ran 5.2 ms each, 197,697 problems/s of solving; the same problems in 16 chunks of
+#: 65536 ran 384,305 problems/s (the last commit before the cost model, side by side in one
+#: run), ~160 ms a chunk: ~5 ms a chunk and ~2.4 us a problem slot, 1/50 of the CPU model's
+#: 122 us for that bucket. The quick tier is not measured there: `plan_call` plans it on an
+#: accelerator only when the caller asks for it, with the CPU's ratios.
+ACCELERATOR_PROBLEM_SHARE = 1.0 / 50.0
+ACCELERATOR_CHUNK_SECONDS = {"full": 5e-3, "quick": 5e-3 * 4.5}
+
+
+def on_accelerator() -> bool:
+    """Whether the planner plans for an accelerator (JAX's default backend is not the CPU),
+    as `default_max_chunk` does."""
+    return jax.default_backend() != "cpu"
+
+
+def chunk_seconds(tier: str = "full") -> float:
+    """Estimated fixed seconds of one chunk of ``tier`` on the default backend."""
+    return (ACCELERATOR_CHUNK_SECONDS if on_accelerator() else CHUNK_SECONDS)[tier]
+
+
 def problem_seconds(shape: tuple[int, ...], tier: str = "full") -> float:
-    """Estimated kernel seconds per problem of bucket ``shape`` (see `TIERS`)."""
+    """Estimated kernel seconds per problem of bucket ``shape`` (see `TIERS`) on the default
+    backend (`ACCELERATOR_PROBLEM_SHARE` of the CPU's on an accelerator)."""
     d, k, _, _, j, r = shape
-    return 10.5e-6 * (d + j) ** 1.2 * (1.0 + (k + r) / 10.0) * SLOWDOWN[tier]
+    share = ACCELERATOR_PROBLEM_SHARE if on_accelerator() else 1.0
+    return 10.5e-6 * (d + j) ** 1.2 * (1.0 + (k + r) / 10.0) * SLOWDOWN[tier] * share
 
 
 def _join(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -133,11 +159,11 @@ def program_plan(shape: tuple[int, ...], n: int, max_chunk: int,
             compile_s = max(compile_s - credit, MIN_COMPILE_SHARE * compile_s)
         compile_s /= calls
         plan = chunk_plan(n, max_chunk, sizes, problem_seconds(shape, tier),
-                          compile_s, CHUNK_SECONDS[tier], loadable)
+                          compile_s, chunk_seconds(tier), loadable)
         new = {c for c in plan if c not in sizes}
         cost = (sum(plan) * problem_seconds(shape, tier)
                 + sum(LOAD_SECONDS if c in loadable else compile_s for c in new)
-                + CHUNK_SECONDS[tier] * len(plan))
+                + chunk_seconds(tier) * len(plan))
         if best is None or cost < best[0]:
             best = (cost, tier, plan)
     return best
@@ -325,8 +351,10 @@ def plan_call(counts: dict[tuple, int], max_chunk: int, compiled: frozenset, tie
         return ({shape: shape for shape in counts},
                 {shape: (tier or "full", [size] * -(-n // size))
                  for shape, n in counts.items()})
-    tiers = tuple(TIERS) if tier is None else (tier,)
-    key = (frozenset(counts.items()), max_chunk, compiled, tiers, paid, calls, stored)
+    # (the quick tier is not measured on an accelerator: there it runs only when asked for)
+    tiers = (("full",) if on_accelerator() else tuple(TIERS)) if tier is None else (tier,)
+    key = (frozenset(counts.items()), max_chunk, compiled, tiers, paid, calls, stored,
+           on_accelerator())
     plan = _PLANS.get(key)
     if plan is None:
         target = plan_buckets(counts, max_chunk, compiled, tiers, paid, calls, stored)

@@ -127,6 +127,10 @@ def _call_jit(fn, args, static=None):
     return fn(*args, **(static or {}))
 
 
+#: Chunks in flight at a time on one CPU device (`run_buckets`); 1: one after the other.
+CHUNK_THREADS = 2
+
+
 def run_bucket(p: Problem, cap, cap_on, *, dtype, plan, devices, config, tier="full",
                iteration_limit=True):
     """Solves a padded stacked bucket in the chunks of ``plan`` (`chunk_plan`), with the
@@ -140,9 +144,11 @@ def run_buckets(buckets, *, dtype, devices, config, iteration_limit=True) -> lis
     """Solves padded stacked buckets, each ``(problems, cap, cap_on, plan, tier)``: its
     problems in the chunks of ``plan`` (`chunk_plan`) with the programs of ``tier``
     (`TIERS`). Returns, per bucket, numpy arrays (bw [B, D], step_s, lb_s, violation,
-    iterations, finite, started_inside). On one CPU device, two chunks run at a time from
-    two threads (XLA runs one call on ~1.7 of 2 cores; two at a time took 0.175 s for what
-    one after the other took 0.25 s), the chunks of every bucket in one pool: first each
+    iterations, finite, started_inside). On one CPU device, `CHUNK_THREADS` chunks run at a
+    time from as many threads (XLA runs one call on ~1.7 of 2 cores; two at a time took
+    0.175 s for what one after the other took 0.25 s; on one H200 two threads gained
+    nothing: 192,548 against 197,697 problems/s of solving, 10^6 gpt3_4d problems), the
+    chunks of every bucket in one pool: first each
     bucket's first chunk (it compiles or loads its program, once, under the store's lock,
     and its iterations are the first sample of its limit), then the other chunks of all
     buckets, then the problems a limit stopped (below). Buckets thus run side by side: a
@@ -193,7 +199,8 @@ def run_buckets(buckets, *, dtype, devices, config, iteration_limit=True) -> lis
         jobs += mine
         limits.append(_IterationLimit(max_iter, n, iteration_limit
                                       and len(mine) > LIMIT_MIN_CHUNKS and is_ipm))
-    threads = len(jobs) > 1 and ndev == 1 and devices[0].platform == "cpu"
+    threads = (len(jobs) > 1 and ndev == 1 and devices[0].platform == "cpu"
+               and CHUNK_THREADS > 1)
 
     def job(b, rows, size):
         limit = limits[b].current(size)
@@ -203,7 +210,7 @@ def run_buckets(buckets, *, dtype, devices, config, iteration_limit=True) -> lis
 
     def run_all(todo):
         if len(todo) > 1 and threads:
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            with concurrent.futures.ThreadPoolExecutor(CHUNK_THREADS) as pool:
                 # (JAX's x64 switch is per thread: the workers need it as this thread has it)
                 return list(pool.map(float64(lambda j: job(*j)), todo))
         return [job(*j) for j in todo]
@@ -342,5 +349,6 @@ def finish(problems_for_host, caps, bw, step_s, lb_s, viol, finite, inside, scal
     if len(uncertified):
         codes = np.asarray(status_codes(inside, finite, gap, rel_viol, gap_tol, viol_tol))
     host = len(uncertified)
-    status = [STATUS_NAMES[Status(int(c))] for c in codes]
+    names = np.array([STATUS_NAMES[Status(c)] for c in range(len(Status))], dtype=object)
+    status = names[codes].tolist()  # (an enum per problem cost ~1 us: 1 s of 10^6)
     return step, lb, gap, rel_viol, status, host
