@@ -550,53 +550,80 @@ class RingCopies:
     of the ring is its own copy (`step.simulate_step`, `step.copy_dims`): NPU ``i`` starts
     the stage when its own queue hands it over, runs its own `PhaseDriver`, and its messages
     go hop by hop over the links of the NPUs they leave (``copy_of(a)``'s clockwise /
-    anticlockwise ring link, the keys its ring stages use). A message for an NPU that has not
-    started the stage yet waits for it (ASTRA-sim's ``sim_recv`` posted after the arrival).
-    Stages are matched by their logical id (node, stream, stage)."""
+    anticlockwise ring link, the keys its ring stages use). An NPU takes a message from its
+    partner only once it has posted the receive for it, which ASTRA-sim does when it sends
+    to that partner (``HalvingDoubling::ready``: ``sim_send`` then ``sim_recv`` from the same
+    NPU; matched by source, in order): a message that arrives before (the NPU has not
+    started the stage, or a later step's message overtook an earlier one on a shared link)
+    waits, and is taken in the tick of that send, after the events already in it
+    (``sim_recv`` schedules its callback 0 ns later). Stages are matched by their logical
+    id (node, stream, stage)."""
 
     def __init__(self, dim, n, copy_of):
         self.dim, self.n, self.copy_of = dim, n, copy_of
-        self.stages = {}  # logical id -> [drivers [n], streams [n], waiting receipts [n]]
+        # logical id -> [drivers [n], streams [n], receives posted and not yet matched
+        # [n] {source: count}, messages arrived and not yet taken [n] {source: count}]
+        self.stages = {}
 
     def start(self, lid, i, s, t, make_group):
         """NPU ``i``'s stream ``s`` starts stage ``lid`` at ``t`` -> [(time, stream, NPU)]
         of its bundles ("general" events); ``s.driver`` is its `_RingCopy`."""
-        e = self.stages.setdefault(lid, [None, [None] * self.n, [0] * self.n])
+        e = self.stages.setdefault(lid, [None, [None] * self.n, [{} for _ in range(self.n)],
+                                         [{} for _ in range(self.n)]])
         if e[0] is None:
             e[0] = make_group()
         e[1][i] = s
         s.driver = _RingCopy(self, lid, e[0][i])
-        out = [(tt, s, i) for tt in e[0][i].start(t)]
-        for _ in range(e[2][i]):
-            out += [(tt, s, i) for tt in e[0][i].received(t)]
-        e[2][i] = 0
-        return out
+        return [(tt, s, i) for tt in e[0][i].start(t)]
 
-    def deliver(self, lid, dst, t):
+    def deliver(self, lid, src, dst, t):
+        """``src``'s message reached NPU ``dst`` at ``t`` -> [(time, stream, NPU)] of the
+        bundles it starts (none while no receive waits for it)."""
         e = self.stages[lid]
-        if e[1][dst] is None:
-            e[2][dst] += 1
-            return []
-        return [(tt, e[1][dst], dst) for tt in e[0][dst].received(t)]
+        if e[2][dst].get(src, 0) > 0:
+            e[2][dst][src] -= 1
+            return self.receive(lid, dst, t)
+        e[3][dst][src] = e[3][dst].get(src, 0) + 1
+        return []
+
+    def post(self, lid, i, src) -> bool:
+        """NPU ``i`` posts a receive from ``src``: -> whether a message waited for it."""
+        e = self.stages[lid]
+        if e[3][i].get(src, 0) > 0:
+            e[3][i][src] -= 1
+            return True
+        e[2][i][src] = e[2][i].get(src, 0) + 1
+        return False
+
+    def receive(self, lid, i, t):
+        """NPU ``i`` takes a message at ``t`` -> [(time, stream, NPU)] of its bundles."""
+        e = self.stages[lid]
+        return [(tt, e[1][i], i) for tt in e[0][i].received(t)]
 
 
 class _RingCopy:
-    """One NPU's driver in `RingCopies` (the interface of `StageDriver`)."""
+    """One NPU's driver in `RingCopies` (the interface of `StageDriver`); ``taken``: the
+    (ring, stage, NPU) of each message its last sends found waiting, to be taken 0 ns
+    later."""
 
     def __init__(self, ring, lid, drv):
         self.ring, self.lid, self.drv = ring, lid, drv
         self.done = None
+        self.taken = []
 
     def general(self, t, i):
         r, out = self.ring, []
+        self.taken = []
         for off, size in self.drv.general(t):
             dst = (i + off) % r.n
             links = tuple(("abs", r.copy_of(a), (r.dim, 0 if b == (a + 1) % r.n else 1))
                           for a, b in route(Block.RING, r.n, i, dst))
             out.append((dst, links, size, off))
+            if r.post(self.lid, i, dst):
+                self.taken.append((r, self.lid, i))
         self.done = self.drv.done
         return out
 
     def received(self, t, dst):
         """The sender's message reached NPU ``dst`` -> [(time, stream, NPU)] of its bundles."""
-        return self.ring.deliver(self.lid, dst, t)
+        return self.ring.deliver(self.lid, self.drv.idx, dst, t)

@@ -284,9 +284,15 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             for dst, p, size, off in s.driver.general(t, i):
                 link_put(p[0], (s, 0, p, size * s.ns_per_byte, dst, s.stages[s.pos][0],
                                 s.driver, off), t)
+            for taken in getattr(s.driver, "taken", ()):  # (sim_recv: 0 ns later)
+                push(t, "take", taken)
             if s.driver.done == t:  # every bundle back: nothing can follow
                 s.driver.over = True
                 push(t, "done", s)
+        elif kind == "take":  # a halving-doubling copy takes a message that waited
+            ring, lid, i = payload
+            for ev in ring.receive(lid, i, t):
+                push(ev[0], "general", ev[1:])
         elif kind == "free":
             link_busy[payload] = False
             if link_wait.get(payload):
