@@ -93,6 +93,7 @@ def case_inputs(case):
         queue_policy=case["scheduling_policy"].lower(),
         queues_per_dim=int(case["queues_per_dim"]), network_backend=case["backend"],
         max_inflight_collectives=int(case.get("max_inflight_comm", 4)),
+        whole_ns=case["backend"] == "aware",  # (ASTRA-sim's links count whole ns)
         **runtime_keys(case))
     bw = np.asarray(case["bandwidth_GBps"], np.float64)
     if tm.algorithm is not None:  # the YAML's link bandwidth -> libra_jax's per NPU

@@ -86,10 +86,11 @@ def test_default_config_has_every_key():
                                "queue_policy", "queues_per_dim", "network_backend",
                                "max_inflight_collectives", "inter_dim_scheduling",
                                "intra_dim_scheduling", "collective_optimization", "algorithm",
-                               "active_chunks_per_dim"}
+                               "active_chunks_per_dim", "whole_ns"}
     assert (cfg.system.inter_dim_scheduling, cfg.system.intra_dim_scheduling,
             cfg.system.collective_optimization, cfg.system.algorithm,
-            cfg.system.active_chunks_per_dim) == ("ascending", "fifo", "local_bw_aware", None, 1)
+            cfg.system.active_chunks_per_dim, cfg.system.whole_ns) == (
+        "ascending", "fifo", "local_bw_aware", None, 1, False)
     assert set(cfg.network) == {"file", "notation", "topology", "npus", "cost_tiers",
                                 "latency_ns", "span_m"}
     assert set(cfg.cost_model) == {"file"}

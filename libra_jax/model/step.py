@@ -23,6 +23,7 @@ the certified gap of `train` need); the convex model the solver optimises is in
 from __future__ import annotations
 
 import heapq
+import math
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -164,6 +165,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
            else np.broadcast_to(np.asarray(tm.latency_ns, np.float64), (num_dims,)))
     endpoint = float(tm.endpoint_delay_ns)
     unit = 1.0 / pipelined.GIB_PER_GB if tm.gb_is_gib else 1.0
+    whole = bool(tm.whole_ns)
 
     labs: dict = {}  # event seq -> its label (Themis: the first NPU within its tick)
     batch: dict = {}  # (copy, tick) -> the label of its first bundle there
@@ -195,8 +197,13 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         link_busy[link] = True
         s = msg[0]
         ns = s.msg_ns if len(msg) == 2 else msg[3]  # a ring message / an algorithm's
+        la = lat[msg[5] if len(msg) > 5 else s.stages[s.pos][0]]
+        if whole:  # as ASTRA-sim's Link: each time cast to whole ns (system.whole_ns)
+            push(t + math.floor(ns), "free", link)
+            push(t + math.floor(ns + la), "arrive", msg)
+            return
         push(t + ns, "free", link)
-        push(t + ns + lat[msg[5] if len(msg) > 5 else s.stages[s.pos][0]], "arrive", msg)
+        push(t + ns + la, "arrive", msg)
 
     def start_stage_aware(s: _Stream) -> None:
         stage = s.stages[s.pos]
@@ -212,9 +219,10 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     dim, n_d, lambda a: copy_at[other[:j] + (a,) + other[j:]]))
                 s.ns_per_byte = unit * runtime.link_share(alg, n_d) / bw[dim]
                 for tt, o, i in ring.start((s.node, s.ord, s.pos), at, s, now, lambda: (
-                        algorithms.PhaseDriver.group(alg, com, n_d, size / n_d if com ==
-                                                     runtime.AG else size, endpoint,
-                                                     tm.local_mem_bw_gbps))):
+                        algorithms.PhaseDriver.group(
+                            alg, com, n_d, (size // n_d if whole else size / n_d)
+                            if com == runtime.AG else size, endpoint, tm.local_mem_bw_gbps,
+                            ticks=whole))):
                     push(tt, "general", (o, i))
                 return
             s.driver = algorithms.StageDriver(

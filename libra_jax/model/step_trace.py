@@ -52,6 +52,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+from math import floor
 
 import numpy as np
 
@@ -99,6 +100,7 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
         return got  # one graph on every rank, NPUs that differ: `simulate_step`'s copies
     bw = np.asarray(bandwidth_gbps, np.float64)
     aware = tm.network_backend == "aware"
+    whole = bool(tm.whole_ns)
     lifo = tm.queue_policy == "lifo"
     q = int(tm.queues_per_dim)
     limit = tm.max_inflight_collectives
@@ -168,7 +170,8 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
             owner, hop = msg
             ser, la = owner.hops[hop] if type(owner) is Stream else (owner.ser[hop],
                                                                         owner.lat[hop])
-            heappush(net, (t + ser + la, next(seq), "arrive", msg))
+            heappush(net, (t + (floor(ser + la) if whole else ser + la), next(seq), "arrive",
+                           msg))
             return
         # A link is busy until its "free" event (t_free, seq) has run: that event is put
         # on the heap, with the key it got at the send, only once a message waits for it
@@ -190,6 +193,11 @@ def simulate_trace(trace: TraceSet, blocks, npus_per_dim, bandwidth_gbps, tm, *,
                 ser, la = owner.hops[hop]
         else:
             ser, la = owner.ser[hop], owner.lat[hop]
+        if whole:  # (system.whole_ns: each time cast to whole ns, as ASTRA-sim's Link)
+            t_free = t + floor(ser)
+            rk.link_busy[link] = (t_free, next(seq))
+            heappush(net, (t + floor(ser + la), next(seq), "arrive", msg))
+            return
         t_free = t + ser
         rk.link_busy[link] = (t_free, next(seq))
         heappush(net, (t_free + la, next(seq), "arrive", msg))

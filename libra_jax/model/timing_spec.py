@@ -61,6 +61,9 @@ class TimingModel:
         the last dimension, all-gather down) | "baseline" (a full all-reduce per dimension).
       algorithm: None (ring on every dimension) or one of `ALGORITHMS` per dimension.
       active_chunks_per_dim: streams a dimension's queues run at once (1 = default).
+      whole_ns: the congestion-aware link model times every message in whole ns, as
+        ASTRA-sim's links do (an integer cast), so messages tie at a link as they do there
+        (default False: real-valued times; the certified bounds are bounds of those).
     """
 
     model: str = "libra"
@@ -80,6 +83,7 @@ class TimingModel:
     collective_optimization: str = "local_bw_aware"
     algorithm: Sequence[str] | None = None
     active_chunks_per_dim: int = 1
+    whole_ns: bool = False
 
     @property
     def themis_scheduling(self) -> bool:
@@ -146,6 +150,11 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
                 LIMITS.max_gbps, lo_open=True,
                 unit=" (GB/s, LIMITS.max_gbps; null for free reductions)")
     as_bool(tm.gb_is_gib, "system.gb_is_gib")
+    as_bool(tm.whole_ns, "system.whole_ns")
+    if tm.whole_ns and tm.network_backend != "aware":
+        raise LibraInputError(
+            "system.whole_ns = true: only the congestion-aware link model times messages "
+            "(set system.network_backend=aware, or remove it).")
     as_int(tm.queues_per_dim, "system.queues_per_dim", 1, step.MAX_QUEUES_PER_DIM,
            what=" (queues per dimension, step.MAX_QUEUES_PER_DIM)")
     if tm.max_inflight_collectives is not None:
@@ -184,7 +193,8 @@ def check_timing(tm: TimingModel, num_dims: int) -> None:
                                  tm.collective_optimization != "local_bw_aware"),
                                 ("system.algorithm", tm.algorithm is not None),
                                 ("system.active_chunks_per_dim",
-                                 tm.active_chunks_per_dim != 1)) if v]
+                                 tm.active_chunks_per_dim != 1),
+                                ("system.whole_ns", tm.whole_ns)) if v]
         if extra:
             raise LibraInputError(
                 f"{', '.join(extra)} only apply to model=pipelined (LIBRA's model has no "

@@ -183,6 +183,7 @@ class SystemConfig:
     collective_optimization: CollectiveOptimization = CollectiveOptimization.local_bw_aware
     algorithm: Optional[List[Algorithm]] = None  # [D] one per dim (null: ring everywhere)
     active_chunks_per_dim: int = 1  # streams a dimension runs at once
+    whole_ns: bool = False  # aware link times in whole ns, as ASTRA-sim's (docs/runtime.md)
 
 
 @dataclasses.dataclass

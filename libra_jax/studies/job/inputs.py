@@ -402,7 +402,8 @@ def to_timing(c: LibraConfig, num_dims: int, network: Network | None = None):
         collective_optimization=name(c.system.collective_optimization),
         algorithm=None if c.system.algorithm is None
         else tuple(name(a) for a in c.system.algorithm),
-        active_chunks_per_dim=c.system.active_chunks_per_dim)
+        active_chunks_per_dim=c.system.active_chunks_per_dim,
+        whole_ns=c.system.whole_ns)
     if search is not None and c.model != "pipelined":
         raise LibraInputError(
             f"system.chunks = {show(search)}: a chunk-count search needs model=pipelined.")
