@@ -155,6 +155,10 @@ TRAIN = {
                          "`halving_doubling`, `double_binary_tree`; null: ring everywhere"),
     "system.active_chunks_per_dim": ("streams per dimension", "chunks a dimension runs at once "
                                      "(ASTRA-sim `active-chunks-per-dimension`)"),
+    "system.whole_ns": ("-", "`network_backend=aware` only: every link time in whole ns, as "
+                        "ASTRA-sim's links cast it, so messages tie at a link as they do "
+                        "there; false: real-valued times, of which the certified bounds are "
+                        "bounds ([runtime](../runtime.md))"),
     "runtime": ("-", "`fixed`: optimise the bandwidths for the runtime of `system.*`; `search`: "
                 "choose the runtime too, from `runtime_search`'s candidates (`model=pipelined`)"),
     "runtime_search.inter_dim_scheduling": ("-", "schedulings tried by `runtime=search`; null: "
