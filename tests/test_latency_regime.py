@@ -6,9 +6,8 @@ memory-bus bundle)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import csv
+import dataclasses
 import json
 import pathlib
 import sys
