@@ -57,6 +57,24 @@ def peer_links(block: int, n: int, dim: int, off: int) -> tuple:
     return ((dim, 1),) * (n - k) if n - k < k else ((dim, 0),) * k
 
 
+
+def copy_links(blk, n, dim, copy_of, a, b):
+    """The step replay's link keys (``("abs", copy, link)``) of NPU ``a``'s message to NPU
+    ``b`` on dimension ``dim`` of ``n`` NPUs when every NPU of it is its own copy
+    (``copy_of(npu)``; `TreeLinks`, `algorithms.RingCopies`): through a Switch the sender's
+    ``(dim, "up")`` and the receiver's ``(dim, "down")``; on a FullyConnected dimension the
+    sender's own link to that peer (`peer_links`' keys); on a Ring each hop's NPU's
+    clockwise ``(dim, 0)`` or anticlockwise ``(dim, 1)`` link (`route`); a dimension of 2
+    has one link each way."""
+    if int(blk) == Block.SWITCH:
+        return (("abs", copy_of(a), (dim, "up")), ("abs", copy_of(b), (dim, "down")))
+    if int(blk) == Block.FULLYCONNECTED:
+        k = (b - a) % n
+        return (("abs", copy_of(a), (dim, 0 if n <= 2 or k == 1 else (
+            1 if k == n - 1 else ("peer", k)))),)
+    return tuple(("abs", copy_of(x), (dim, 0 if n <= 2 or y == (x + 1) % n else 1))
+                 for x, y in route(blk, n, a, b))
+
 # ------------------------------------------------------------------ double binary tree
 def tree_links(n):
     """(parent [n], children [n] lists) of ASTRA-sim's first tree (``RootMax``;
@@ -347,3 +365,99 @@ class TreeCopies:
         for key in keys[:cut]:
             del self.ch[key]
         return moved
+
+
+class TreeLinks:
+    """The aware backend's tree chunks of one tree of NPUs when every NPU of it is its own
+    copy (`step.simulate_step`), on the step's own links: each NPU runs
+    ``DoubleBinaryTreeAllReduce`` as `tree_replay` does (a leaf sends up after its endpoint
+    delay; a node sends up, the root down, once every child's data is in and it runs the
+    chunk; a node leaves the chunk when it sends down, a leaf when its parent's data is
+    through its memory bus), but its messages queue on the links the step's other messages
+    use (``copy_of(a)``'s ``(dim, "up")`` / ``(dim, "down")`` through a Switch, its ring
+    links ``(dim, 0)`` / ``(dim, 1)`` hop by hop on a Ring, its own pair's link on a
+    FullyConnected dimension): a ring's message on the dimension waits behind a tree's on a
+    shared link, and the reverse, as on ASTRA-sim's links. Chunks are matched by their
+    logical id (node, stream, stage), whatever order the NPUs reach them in. ``ticks``:
+    each reduction in whole ns (``system.whole_ns``, as `PacketBundle`)."""
+
+    def __init__(self, dim, n, blk, copy_of, ep, lmb, ticks=False):
+        self.dim, self.n, self.blk, self.copy_of = dim, n, int(blk), copy_of
+        self.ep, self.lmb, self.ticks = ep, lmb, ticks
+        par0, ch0 = tree_links(n)
+        rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
+               [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
+        self.shape = ((par0, ch0), rot)
+        self.ch = {}  # logical id -> [tree, bytes, children's data in [n], streams [n], left]
+
+    def _red(self, size):
+        return _tree_red(size, self.lmb, math.floor if self.ticks else float)
+
+    def start(self, lid, i, s, t, tree, size):
+        """NPU ``i``'s stream ``s`` takes chunk ``lid`` at ``t`` -> [(time, stream, action)]
+        of its "general" events; ``s.driver`` is its `_TreeNpu`."""
+        c = self.ch.setdefault(lid, [tree, float(size), [0] * self.n, [None] * self.n, 0])
+        c[3][i] = s
+        s.driver = _TreeNpu(self, lid, i, getattr(s, "driver", None))
+        par, ch = self.shape[c[0]]
+        if not ch[i]:  # a leaf: through the memory bus, then up
+            return [(t + self.ep, s, "up")]
+        if c[2][i] == len(ch[i]):  # its children's data came first
+            return [(t + self.ep + self._red(c[1]), s, "down" if par[i] < 0 else "up")]
+        return []
+
+    def deliver(self, lid, src, dst, t):
+        """``src``'s message reached NPU ``dst`` at ``t`` -> [(time, stream, action)]."""
+        c = self.ch[lid]
+        par, ch = self.shape[c[0]]
+        s = c[3][dst]
+        if par[dst] == src:  # from the parent: down the tree (a leaf: done)
+            return [(t + self.ep + (self._red(c[1]) if ch[dst] else 0.0), s,
+                     "down" if ch[dst] else "end")]
+        c[2][dst] += 1  # from a child: reduce; send up (the root: down) once all are in
+        if c[2][dst] == len(ch[dst]) and s is not None:
+            return [(t + self.ep + self._red(c[1]), s, "down" if par[dst] < 0 else "up")]
+        return []
+
+    def message(self, a, b):
+        """(receiver, link keys, signed offset) of NPU ``a``'s message to NPU ``b``."""
+        return b, copy_links(self.blk, self.n, self.dim, self.copy_of, a, b), b - a
+
+    def left(self, lid):
+        """An NPU left chunk ``lid``: the chunk is forgotten once all have."""
+        c = self.ch[lid]
+        c[4] += 1
+        if c[4] == self.n:
+            del self.ch[lid]
+
+
+class _TreeNpu:
+    """One NPU's driver in `TreeLinks` (the interface of `algorithms.StageDriver`): its
+    "general" events are the actions ``"up"`` (send to the parent), ``"down"`` (send to the
+    children, then leave) and ``"end"`` (a leaf leaves); ``done`` once it left."""
+
+    done = None
+    over = False  # its end was taken (`step.simulate_step`)
+
+    def __init__(self, group, lid, i, prev):
+        self.group, self.lid, self.i, self.prev = group, lid, i, prev
+        self.size = group.ch[lid][1]
+
+    def general(self, t, i):
+        if not isinstance(i, str):  # the stream's previous driver's bundle
+            return self.prev.general(t, i)
+        g = self.group
+        par, ch = g.shape[g.ch[self.lid][0]]
+        to = [par[self.i]] if i == "up" else (ch[self.i] if i == "down" else [])
+        out = []
+        for b in to:
+            dst, links, off = g.message(self.i, b)
+            out.append((dst, links, self.size, off))
+        if i != "up":
+            self.done = t
+            g.left(self.lid)
+        return out
+
+    def received(self, t, dst):
+        """This NPU's message reached NPU ``dst`` -> [(time, stream, action)]."""
+        return self.group.deliver(self.lid, self.i, dst, t)

@@ -27,6 +27,8 @@ from typing import NamedTuple
 from libra_jax.model.algorithm_tree import (
     TreeCopies,
     TreeGroup,
+    TreeLinks,
+    copy_links,
     hops,
     peer_links,
     route,
@@ -559,21 +561,22 @@ class RingCopies:
     (``sim_recv`` schedules its callback 0 ns later). Stages are matched by their logical
     id (node, stream, stage)."""
 
-    def __init__(self, dim, n, copy_of):
-        self.dim, self.n, self.copy_of = dim, n, copy_of
+    def __init__(self, dim, n, copy_of, blk=Block.RING, ring=False):
+        self.dim, self.n, self.copy_of, self.blk, self.ring = dim, n, copy_of, int(blk), ring
         # logical id -> [drivers [n], streams [n], receives posted and not yet matched
         # [n] {source: count}, messages arrived and not yet taken [n] {source: count}]
         self.stages = {}
 
-    def start(self, lid, i, s, t, make_group):
+    def start(self, lid, i, s, t, make_group, sign=1):
         """NPU ``i``'s stream ``s`` starts stage ``lid`` at ``t`` -> [(time, stream, NPU)]
-        of its bundles ("general" events); ``s.driver`` is its `_RingCopy`."""
+        of its bundles ("general" events); ``s.driver`` is its `_RingCopy`; ``sign`` -1: a
+        ring sent anticlockwise (its offsets negated)."""
         e = self.stages.setdefault(lid, [None, [None] * self.n, [{} for _ in range(self.n)],
                                          [{} for _ in range(self.n)]])
         if e[0] is None:
             e[0] = make_group()
         e[1][i] = s
-        s.driver = _RingCopy(self, lid, e[0][i])
+        s.driver = _RingCopy(self, lid, e[0][i], sign)
         return [(tt, s, i) for tt in e[0][i].start(t)]
 
     def deliver(self, lid, src, dst, t):
@@ -606,8 +609,8 @@ class _RingCopy:
     (ring, stage, NPU) of each message its last sends found waiting, to be taken 0 ns
     later."""
 
-    def __init__(self, ring, lid, drv):
-        self.ring, self.lid, self.drv = ring, lid, drv
+    def __init__(self, ring, lid, drv, sign=1):
+        self.ring, self.lid, self.drv, self.sign = ring, lid, drv, sign
         self.done = None
         self.taken = []
 
@@ -615,11 +618,11 @@ class _RingCopy:
         r, out = self.ring, []
         self.taken = []
         for off, size in self.drv.general(t):
+            off *= self.sign
             dst = (i + off) % r.n
-            links = tuple(("abs", r.copy_of(a), (r.dim, 0 if b == (a + 1) % r.n else 1))
-                          for a, b in route(Block.RING, r.n, i, dst))
-            out.append((dst, links, size, off))
-            if r.post(self.lid, i, dst):
+            out.append((dst, copy_links(r.blk, r.n, r.dim, r.copy_of, i, dst), size, off))
+            # a ring receives from the NPU before it, halving-doubling from its partner
+            if r.post(self.lid, i, (i - off) % r.n if r.ring else dst):
                 self.taken.append((r, self.lid, i))
         self.done = self.drv.done
         return out

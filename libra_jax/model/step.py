@@ -142,6 +142,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
     trees = [[0] * num_dims for _ in range(C)]  # each tree dimension's next tree
     waits: dict = {}  # (dim, other positions, stage id) -> the copies come to that stage
     tree_copies: dict = {}  # (dim, other positions) -> its `algorithms.TreeCopies`
+    tree_links: dict = {}  # (dim, other positions) -> its `algorithms.TreeLinks` (aware)
     seq = 0
     now = 0.0
 
@@ -233,6 +234,21 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 push(tt, "general", (s, i))
             return
         dim, coef, _, _, dr, _, steps, red = s.stages[s.pos][:8]
+        if dim in cdims:  # a ring on a copied dimension: every NPU its own, on its links
+            com, size, n_d = stage[8], stage[9], int(nodes[s.node].group[dim])
+            at, other = place(s.c, dim)
+            j = cdims.index(dim)
+            ring = rings.setdefault((dim, other, "ring"), algorithms.RingCopies(
+                dim, n_d, lambda a: copy_at[other[:j] + (a,) + other[j:]], blocks[dim],
+                ring=True))
+            s.ns_per_byte = unit * runtime.link_share(algos[dim], npd[dim]) / bw[dim]
+            for tt, o, i in ring.start((s.node, s.ord, s.pos), at, s, now, lambda: (
+                    algorithms.PhaseDriver.group(
+                        "ring", com, n_d, (size // n_d if whole else size / n_d)
+                        if com == runtime.AG else size, endpoint, tm.local_mem_bw_gbps,
+                        ticks=whole)), sign=1 if dr == 0 else -1):
+                push(tt, "general", (o, i))
+            return
         s.step = 0
         s.steps = max(int(round(steps)), 1)
         s.msg_ns = coef / s.steps / bw[dim] if coef > 0 else 0.0
@@ -254,6 +270,16 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         args = (int(nodes[s.node].group[dim]), blocks[dim])
         rest = (bw[dim] / runtime.link_share(algos[dim], npd[dim]), lat[dim], endpoint,
                 tm.local_mem_bw_gbps, tm.gb_is_gib, tm.network_backend)
+        if dim in cdims and aware:  # every NPU of the tree its own copy, on the step's links
+            at, other = place(s.c, dim)
+            j = cdims.index(dim)
+            g = tree_links.setdefault((dim, other), algorithms.TreeLinks(
+                dim, args[0], blocks[dim], lambda a: copy_at[other[:j] + (a,) + other[j:]],
+                endpoint, tm.local_mem_bw_gbps, whole))
+            s.ns_per_byte = unit * runtime.link_share(algos[dim], npd[dim]) / bw[dim]
+            for tt, o, act in g.start((s.node, s.ord, s.pos), at, s, now, tree, size):
+                push(tt, "general", (o, act))
+            return
         if dim in cdims:  # every NPU of the tree its own copy: each leaves at its own time
             at, other = place(s.c, dim)
             g = tree_copies.setdefault((dim, other), algorithms.TreeCopies(*args, rest[:5],
@@ -393,8 +419,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     cur[0] = tuple(lab) if s.stages[s.pos][0] in cdims else None
                 start_tree(s)
                 cur[0] = keep
-            elif dim in cdims and not (algos[dim] == "halving_doubling"
-                                       and s.stages[s.pos][10] is not None):
+            elif dim in cdims and not (aware and s.stages[s.pos][10] is None) and not (
+                    algos[dim] == "halving_doubling" and s.stages[s.pos][10] is not None):
                 # a ring / direct stage on a copied dimension: its NPUs run it together,
                 # once the last of them has come to it
                 key = (dim, place(c, dim)[1], (s.node, s.ord, s.pos))
