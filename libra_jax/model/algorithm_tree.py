@@ -103,6 +103,24 @@ def _tree_red(size, lmb, fl):
     return 0.0 if lmb is None else 3.0 * fl(size / lmb)
 
 
+def _tree_next(par, ch, i, got, started, ep, red, from_parent=False):
+    """``DoubleBinaryTreeAllReduce``'s next action of NPU ``i`` of a tree (``par`` /
+    ``ch``) once it took the chunk (``started``) or a message came (``from_parent``, else
+    from a child, ``got`` children's data in): (delay ns, action) or None (it waits). A leaf
+    sends "up" after its endpoint delay; a node reduces and sends "up" (the root "down")
+    once every child's data is in; the parent's data goes "down" after the endpoint delay and
+    a reduction ("end" at a leaf, after the endpoint delay alone)."""
+    if from_parent:
+        return ep + (red if ch[i] else 0.0), ("down" if ch[i] else "end")
+    if not started:
+        return None
+    if not ch[i]:
+        return ep, "up"
+    if got == len(ch[i]):
+        return ep + red, ("down" if par[i] < 0 else "up")
+    return None
+
+
 def tree_stage(n, block, size, lat, ep, lmb, unit, backend):
     """The unaware stage of a tree all-reduce (every message the whole buffer): 2 s sends
     (s = log2 n levels below the root), 2 s + 1 endpoint delays, 2 s - 1 reductions, each
@@ -178,11 +196,10 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
 
     def start(i, j, t):
         started[j][i] = True
-        par, ch = shape[trees[j]]
-        if not ch[i]:  # a leaf: through the memory bus, then up
-            push(t + ep, "up", (i, j))
-        elif got[j][i] == len(ch[i]):  # its children's data came first
-            push(t + ep + _tree_red(sizes[j], lmb, fl), "down" if par[i] < 0 else "up", (i, j))
+        nxt_ = _tree_next(*shape[trees[j]], i, got[j][i], True, ep,
+                          _tree_red(sizes[j], lmb, fl))
+        if nxt_ is not None:  # a leaf, or a node whose children's data came first
+            push(t + nxt_[0], nxt_[1], (i, j))
 
     starts = [0.0] * k if starts is None else starts
     queue_of = [j % queues for j in range(k)] if queue_of is None else queue_of
@@ -242,12 +259,13 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
             leave(i, j, t)
         elif kind == "end":
             leave(i, j, t)
-        elif par[i] == data[0]:  # from the parent: down the tree (a leaf: done)
-            push(t + ep + (red if ch[i] else 0.0), "down" if ch[i] else "end", (i, j))
-        else:  # from a child: reduce; send up (the root: down) once all are in
-            got[j][i] += 1
-            if got[j][i] == len(ch[i]) and started[j][i]:
-                push(t + ep + red, "down" if par[i] < 0 else "up", (i, j))
+        else:  # from the parent: down the tree (a leaf: done); from a child: reduce, send
+            # up (the root: down) once all are in
+            if par[i] != data[0]:
+                got[j][i] += 1
+            nxt_ = _tree_next(par, ch, i, got[j][i], started[j][i], ep, red, par[i] == data[0])
+            if nxt_ is not None:
+                push(t + nxt_[0], nxt_[1], (i, j))
     return out
 
 
@@ -399,25 +417,20 @@ class TreeLinks:
         c = self.ch.setdefault(lid, [tree, float(size), [0] * self.n, [None] * self.n, 0])
         c[3][i] = s
         s.driver = _TreeNpu(self, lid, i, getattr(s, "driver", None))
-        par, ch = self.shape[c[0]]
-        if not ch[i]:  # a leaf: through the memory bus, then up
-            return [(t + self.ep, s, "up")]
-        if c[2][i] == len(ch[i]):  # its children's data came first
-            return [(t + self.ep + self._red(c[1]), s, "down" if par[i] < 0 else "up")]
-        return []
+        return self._next(c, i, t, True)
+
+    def _next(self, c, i, t, started, from_parent=False):
+        nxt = _tree_next(*self.shape[c[0]], i, c[2][i], started, self.ep, self._red(c[1]),
+                         from_parent)
+        return [] if nxt is None else [(t + nxt[0], c[3][i], nxt[1])]
 
     def deliver(self, lid, src, dst, t):
         """``src``'s message reached NPU ``dst`` at ``t`` -> [(time, stream, action)]."""
         c = self.ch[lid]
-        par, ch = self.shape[c[0]]
-        s = c[3][dst]
-        if par[dst] == src:  # from the parent: down the tree (a leaf: done)
-            return [(t + self.ep + (self._red(c[1]) if ch[dst] else 0.0), s,
-                     "down" if ch[dst] else "end")]
-        c[2][dst] += 1  # from a child: reduce; send up (the root: down) once all are in
-        if c[2][dst] == len(ch[dst]) and s is not None:
-            return [(t + self.ep + self._red(c[1]), s, "down" if par[dst] < 0 else "up")]
-        return []
+        parent = self.shape[c[0]][0][dst] == src
+        if not parent:  # a child's data
+            c[2][dst] += 1
+        return self._next(c, dst, t, c[3][dst] is not None, parent)
 
     def message(self, a, b):
         """(receiver, link keys, signed offset) of NPU ``a``'s message to NPU ``b``."""

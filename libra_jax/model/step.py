@@ -14,6 +14,10 @@ discrete-event replay of the simulator's system layer (``docs/step_simulation.md
   every message link by link through FIFO store-and-forward links, one NPU's links standing
   for all (direct / halving-doubling driven by `algorithms.PhaseDriver`). A tree chunk (both
   backends) hands its queue on before its end (`algorithms.tree_follow_ns`).
+* Copies (`step_stages.copy_dims`): one per position in the dimensions with trees (and aware
+  halving-doubling Rings), each NPU of those leaving a stage at its own time; aware, a tree's
+  NPUs (`algorithms.TreeLinks`) and the rings on its dimension (`algorithms.RingCopies`) each
+  send on their own links, so they share them as on ASTRA-sim's.
 
 Everything here is host numpy (an exact evaluation at given bandwidths, as `evaluate` and
 the certified gap of `train` need); the convex model the solver optimises is in
