@@ -153,14 +153,16 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _pythonpath() -> str:
-    """The repository first, then the caller's PYTHONPATH (packages carried beside an install)."""
-    return os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
+def pythonpath(first=ROOT) -> str:
+    """A child process's PYTHONPATH: ``first`` (the repository, or a folder holding another
+    version of the package), then the caller's (packages carried beside an install, as on
+    the device machines)."""
+    return os.pathsep.join(x for x in (str(first), os.environ.get("PYTHONPATH", "")) if x)
 
 
 def run_worker(calls, cache: str, check: int) -> tuple[dict, float]:
     code = WORKER.format(root=str(ROOT), calls=calls, check=check)
-    env = dict(os.environ, LIBRA_JAX_CACHE_DIR=cache, PYTHONPATH=_pythonpath())
+    env = dict(os.environ, LIBRA_JAX_CACHE_DIR=cache, PYTHONPATH=pythonpath())
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=3600)
@@ -172,7 +174,7 @@ def run_worker(calls, cache: str, check: int) -> tuple[dict, float]:
 
 
 def timed_process(args, cache: str | None = None) -> float:
-    env = dict(os.environ, PYTHONPATH=_pythonpath())
+    env = dict(os.environ, PYTHONPATH=pythonpath())
     if cache is not None:
         env["LIBRA_JAX_CACHE_DIR"] = cache
     t0 = time.perf_counter()

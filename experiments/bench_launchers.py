@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from bench_coldstart import pythonpath
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SLURM_SETUP = ROOT / "experiments" / "slurm_local" / "setup.sh"
 
@@ -129,7 +131,7 @@ def slurm_cluster(cpus: int):
 def _timed(cmd: list[str], cwd: pathlib.Path) -> float:
     t = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          env=dict(os.environ, PYTHONPATH=pythonpath()))
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -161,7 +163,7 @@ def main() -> None:
             t = time.perf_counter()
             # (its workers import this checkout, as the launching process does)
             address, _ = clusters.enter_context(
-                ray_head(3, env=dict(os.environ, PYTHONPATH=str(ROOT))))
+                ray_head(3, env=dict(os.environ, PYTHONPATH=pythonpath())))
             started = {"Ray": time.perf_counter() - t}
             t = time.perf_counter()
             slurm_missing = clusters.enter_context(slurm_cluster(3))

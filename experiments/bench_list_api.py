@@ -56,7 +56,7 @@ import time
 
 import numpy as np
 
-from bench_coldstart import cvxpy_loop, random_problems, stacked_groups
+from bench_coldstart import cvxpy_loop, pythonpath, random_problems, stacked_groups
 
 import libra_jax as lj  # noqa: E402
 from libra_jax.model.problem import ConstraintSpec, problem_from_arrays  # noqa: E402
@@ -196,7 +196,7 @@ def baseline(lib: pathlib.Path, mix: str, n: int, rounds: int, calls: int = 0,
     none of another run's programs; None: the default folder)."""
     code = BASELINE.format(exp=str(ROOT / "experiments"), lib=str(lib), mix=mix, n=n,
                            rounds=rounds, calls=calls)
-    env = dict(os.environ, PYTHONPATH=str(lib))
+    env = dict(os.environ, PYTHONPATH=pythonpath(lib))
     if cache is not None:
         env["LIBRA_JAX_CACHE_DIR"] = cache
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
