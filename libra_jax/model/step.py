@@ -155,6 +155,13 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         j, pos = cdims.index(dim), copies[c]
         return pos[j], pos[:j] + pos[j + 1:]
 
+    def group_copies(c: int, dim: int):
+        """Copy ``c``'s position on the copied dimension ``dim``, its other positions, and
+        the copy of each NPU of its group there (position -> copy)."""
+        at, other = place(c, dim)
+        j = cdims.index(dim)
+        return at, other, lambda a: copy_at[other[:j] + (a,) + other[j:]]
+
     def stage_ns(stream) -> float:
         stage = stream.stages[stream.pos]
         if len(stage) > 10 and stage[10] is not None:  # an algorithm's phase, timed alone
@@ -212,24 +219,28 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
 
     def start_stage_aware(s: _Stream) -> None:
         stage = s.stages[s.pos]
-        if len(stage) > 10 and stage[10] is not None:
+        exact = len(stage) > 10 and stage[10] is not None
+        if stage[0] in cdims and (not exact or algos[stage[0]] == "halving_doubling"):
+            # halving-doubling on a Ring, or a ring on a tree's dimension: every NPU of the
+            # group its own copy running its own PhaseDriver on its own links
+            dim, com, size = stage[0], stage[8], stage[9]
+            alg, n_d = algos[dim] if exact else "ring", int(nodes[s.node].group[dim])
+            at, other, copy_of = group_copies(s.c, dim)
+            ring = rings.setdefault((dim, other, alg), algorithms.RingCopies(
+                dim, n_d, copy_of, blocks[dim], ring=alg == "ring"))
+            s.ns_per_byte = unit * runtime.link_share(algos[dim], npd[dim]) / bw[dim]
+            for tt, o, i in ring.start((s.node, s.ord, s.pos), at, s, now, lambda: (
+                    algorithms.PhaseDriver.group(
+                        alg, com, n_d, (size // n_d if whole else size / n_d)
+                        if com == runtime.AG else size, endpoint, tm.local_mem_bw_gbps,
+                        ticks=whole)), sign=-1 if alg == "ring" and stage[4] == 1 else 1):
+                push(tt, "general", (o, i))
+            return
+        if exact:
             # direct / halving-doubling: the representative NPU's PhaseDriver over the
             # shared links (it receives its k-th message when its own k-th one arrives)
             dim, com, size = stage[0], stage[8], stage[9]
             alg, n_d = algos[dim], int(nodes[s.node].group[dim])
-            if dim in cdims and alg == "halving_doubling":  # every NPU of the ring a copy
-                at, other = place(s.c, dim)
-                j = cdims.index(dim)
-                ring = rings.setdefault((dim, other), algorithms.RingCopies(
-                    dim, n_d, lambda a: copy_at[other[:j] + (a,) + other[j:]]))
-                s.ns_per_byte = unit * runtime.link_share(alg, n_d) / bw[dim]
-                for tt, o, i in ring.start((s.node, s.ord, s.pos), at, s, now, lambda: (
-                        algorithms.PhaseDriver.group(
-                            alg, com, n_d, (size // n_d if whole else size / n_d)
-                            if com == runtime.AG else size, endpoint, tm.local_mem_bw_gbps,
-                            ticks=whole))):
-                    push(tt, "general", (o, i))
-                return
             s.driver = algorithms.StageDriver(
                 alg, com, n_d, blocks[dim], size / n_d if com == runtime.AG else size,
                 endpoint, tm.local_mem_bw_gbps, dim=dim, links_n=npd[dim])
@@ -238,21 +249,6 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                 push(tt, "general", (s, i))
             return
         dim, coef, _, _, dr, _, steps, red = s.stages[s.pos][:8]
-        if dim in cdims:  # a ring on a copied dimension: every NPU its own, on its links
-            com, size, n_d = stage[8], stage[9], int(nodes[s.node].group[dim])
-            at, other = place(s.c, dim)
-            j = cdims.index(dim)
-            ring = rings.setdefault((dim, other, "ring"), algorithms.RingCopies(
-                dim, n_d, lambda a: copy_at[other[:j] + (a,) + other[j:]], blocks[dim],
-                ring=True))
-            s.ns_per_byte = unit * runtime.link_share(algos[dim], npd[dim]) / bw[dim]
-            for tt, o, i in ring.start((s.node, s.ord, s.pos), at, s, now, lambda: (
-                    algorithms.PhaseDriver.group(
-                        "ring", com, n_d, (size // n_d if whole else size / n_d)
-                        if com == runtime.AG else size, endpoint, tm.local_mem_bw_gbps,
-                        ticks=whole)), sign=1 if dr == 0 else -1):
-                push(tt, "general", (o, i))
-            return
         s.step = 0
         s.steps = max(int(round(steps)), 1)
         s.msg_ns = coef / s.steps / bw[dim] if coef > 0 else 0.0
@@ -275,11 +271,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
         rest = (bw[dim] / runtime.link_share(algos[dim], npd[dim]), lat[dim], endpoint,
                 tm.local_mem_bw_gbps, tm.gb_is_gib, tm.network_backend)
         if dim in cdims and aware:  # every NPU of the tree its own copy, on the step's links
-            at, other = place(s.c, dim)
-            j = cdims.index(dim)
+            at, other, copy_of = group_copies(s.c, dim)
             g = tree_links.setdefault((dim, other), algorithms.TreeLinks(
-                dim, args[0], blocks[dim], lambda a: copy_at[other[:j] + (a,) + other[j:]],
-                endpoint, tm.local_mem_bw_gbps, whole))
+                dim, args[0], blocks[dim], copy_of, endpoint, tm.local_mem_bw_gbps, whole))
             s.ns_per_byte = unit * runtime.link_share(algos[dim], npd[dim]) / bw[dim]
             for tt, o, act in g.start((s.node, s.ord, s.pos), at, s, now, tree, size):
                 push(tt, "general", (o, act))
@@ -423,10 +417,11 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     cur[0] = tuple(lab) if s.stages[s.pos][0] in cdims else None
                 start_tree(s)
                 cur[0] = keep
-            elif dim in cdims and not (aware and s.stages[s.pos][10] is None) and not (
-                    algos[dim] == "halving_doubling" and s.stages[s.pos][10] is not None):
-                # a ring / direct stage on a copied dimension: its NPUs run it together,
-                # once the last of them has come to it
+            elif dim in cdims and not (aware and (s.stages[s.pos][10] is None
+                                                  or algos[dim] == "halving_doubling")):
+                # unaware, a ring stage on a copied dimension: its NPUs run it together,
+                # once the last of them has come to it (aware: each its own, as
+                # halving-doubling, `start_stage_aware`)
                 key = (dim, place(c, dim)[1], (s.node, s.ord, s.pos))
                 s.hold = True
                 waits.setdefault(key, []).append(s)
