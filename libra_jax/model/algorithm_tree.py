@@ -330,59 +330,34 @@ class TreeGroup:
 
 
 class TreeCopies:
-    """The tree chunks of one tree of NPUs when every NPU of it is simulated on its own
-    (`step.simulate_step`'s copies, one per position in the tree dimensions): each NPU takes
-    a chunk when its own queue hands it the chunk, and leaves it at its own time
-    (`tree_replay` with one start per NPU); chunks are matched by their logical id (node,
-    stream, stage), whatever order the NPUs reach them in. ``rest``: (bw GB/s per link,
-    latency ns, endpoint delay ns, local-mem GB/s, gb_is_gib); ``aware``: the chunks share
-    the dimension's links (else each message takes its time alone)."""
+    """The unaware backend's tree chunks of one tree of NPUs when every NPU of it is its own
+    copy (`step.simulate_step`'s copies, one per position in the tree dimensions): each NPU
+    takes a chunk when its own queue hands it the chunk, and leaves it at its own time
+    (`tree_replay` of the chunk alone, one start per NPU, once every NPU has come to it: no
+    NPU leaves a tree before); chunks are matched by their logical id (node, stream,
+    stage), whatever order the NPUs reach them in. ``rest``: (bw GB/s per link, latency ns,
+    endpoint delay ns, local-mem GB/s, gb_is_gib). The aware backend's copies share the
+    dimension's links with its other messages: `TreeLinks`."""
 
-    def __init__(self, n, blk, rest, aware):
-        self.n, self.blk, self.rest, self.aware = n, int(blk), rest, aware
-        self.ch = {}  # logical id -> [tree, bytes, starts [n], streams [n], drivers [n]]
+    def __init__(self, n, blk, rest):
+        self.n, self.blk, self.rest = n, int(blk), rest
+        self.ch = {}  # logical id -> [starts [n], streams [n]]
 
     def add(self, lid, i, s, t, tree, size):
         """NPU ``i``'s stream ``s`` reaches chunk ``lid`` at ``t`` -> the streams whose end
-        is now known or moved (each with ``driver.done`` set: push a "general" ``(s, -1)``
-        then)."""
-        c = self.ch.setdefault(lid, [tree, float(size), [math.inf] * self.n,
-                                     [None] * self.n, [None] * self.n])
+        is now known, every NPU's once the last has come (each with ``driver.done`` set:
+        push a "general" ``(s, -1)`` then)."""
+        c = self.ch.setdefault(lid, [[math.inf] * self.n, [None] * self.n])
         s.driver = TreeDriver(getattr(s, "driver", None))
-        c[2][i], c[3][i], c[4][i] = float(t), s, s.driver
-        if math.inf in c[2]:  # no NPU leaves a tree before every NPU came to it
+        c[0][i], c[1][i] = float(t), s
+        if math.inf in c[0]:
             return []
-        # unaware: a chunk's ends are its own starts' business; aware: the chunks share links
-        chs = list(self.ch.values()) if self.aware else [c]
-        out = tree_replay(self.n, self.blk, [c[1] for c in chs], [c[0] for c in chs],
-                          *self.rest, self.aware, float, starts=[c[2] for c in chs],
-                          queue_of=list(range(len(chs))), slots=1)
-        moved = []
-        for c, ends in zip(chs, out):
-            for st, drv, e in zip(c[3], c[4], ends):
-                if st is None or e is None or drv.over or (drv.done is not None
-                                                           and e <= drv.done):
-                    continue
-                drv.done = e  # (an end only moves later: a stale event is then ignored)
-                if drv is st.driver:  # (a stream gone on has ended: it cannot move)
-                    moved.append(st)
-        if not self.aware:
-            del self.ch[lid]
-            return moved
-        # chunks every NPU has left before any later chunk started meet no later chunk
-        later = [min(c[2]) for c in chs] + [math.inf]
-        for j in range(len(chs) - 1, -1, -1):
-            later[j] = min(later[j], later[j + 1])
-        keys, cut, last = list(self.ch), 0, -math.inf
-        for j, ends in enumerate(out[:-1]):
-            if None in ends:
-                break
-            last = max(last, max(ends))
-            if last <= later[j + 1]:
-                cut = j + 1
-        for key in keys[:cut]:
-            del self.ch[key]
-        return moved
+        del self.ch[lid]
+        ends = tree_replay(self.n, self.blk, [float(size)], [tree], *self.rest, False, float,
+                           starts=[c[0]], queue_of=[0], slots=1)[0]
+        for st, e in zip(c[1], ends):
+            st.driver.done = e
+        return list(c[1])
 
 
 class TreeLinks:

@@ -278,10 +278,9 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             for tt, o, act in g.start((s.node, s.ord, s.pos), at, s, now, tree, size):
                 push(tt, "general", (o, act))
             return
-        if dim in cdims:  # every NPU of the tree its own copy: each leaves at its own time
+        if dim in cdims:  # unaware, every NPU of the tree its own copy, leaving at its own time
             at, other = place(s.c, dim)
-            g = tree_copies.setdefault((dim, other), algorithms.TreeCopies(*args, rest[:5],
-                                                                           aware))
+            g = tree_copies.setdefault((dim, other), algorithms.TreeCopies(*args, rest[:5]))
             for o in g.add((s.node, s.ord, s.pos), at, s, now, tree, size):
                 push(o.driver.done, "general", (o, -1))
             return
@@ -360,10 +359,8 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
             if running.pop(key, None) is not None:
                 active[key[:3]] -= 1
                 try_start(*key[:3])
-        elif kind == "go":  # every copy has come to this stage: it runs from now
+        elif kind == "go":  # every copy has come to this stage: it runs from now (unaware)
             payload.hold = False
-            if aware:
-                start_stage_aware(payload)
         else:  # "done"
             return s_key(payload), payload
         return None
@@ -417,8 +414,7 @@ def simulate_step(nodes: Sequence[StepNode], blocks, npus_per_dim, bandwidth_gbp
                     cur[0] = tuple(lab) if s.stages[s.pos][0] in cdims else None
                 start_tree(s)
                 cur[0] = keep
-            elif dim in cdims and not (aware and (s.stages[s.pos][10] is None
-                                                  or algos[dim] == "halving_doubling")):
+            elif dim in cdims and not aware:
                 # unaware, a ring stage on a copied dimension: its NPUs run it together,
                 # once the last of them has come to it (aware: each its own, as
                 # halving-doubling, `start_stage_aware`)
