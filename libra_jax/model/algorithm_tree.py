@@ -163,8 +163,8 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
     at once when the recv is posted). ``starts`` / ``queue_of`` / ``slots`` (the step
     replay, `tree_group_ends`): chunk ``j`` is queued at ``starts[j]`` on queue
     ``queue_of[j]``, whose NPUs each run up to ``slots`` of its chunks at once, in order;
-    ``starts[j]`` may be one time per NPU (`TreeCopies`: ``inf`` for an NPU that has not
-    come to it, which then never leaves it, nor do the NPUs that wait for it: None)."""
+    ``starts[j]`` may be one time per NPU (`TreeCopies`; ``inf`` for an NPU that never
+    comes to it, which then never leaves it, nor do the NPUs that wait for it: None)."""
     par0, ch0 = tree_links(n)
     rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
            [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
