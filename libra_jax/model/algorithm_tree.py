@@ -57,7 +57,6 @@ def peer_links(block: int, n: int, dim: int, off: int) -> tuple:
     return ((dim, 1),) * (n - k) if n - k < k else ((dim, 0),) * k
 
 
-
 def copy_links(blk, n, dim, copy_of, a, b):
     """The step replay's link keys (``("abs", copy, link)``) of NPU ``a``'s message to NPU
     ``b`` on dimension ``dim`` of ``n`` NPUs when every NPU of it is its own copy
@@ -69,11 +68,10 @@ def copy_links(blk, n, dim, copy_of, a, b):
     if int(blk) == Block.SWITCH:
         return (("abs", copy_of(a), (dim, "up")), ("abs", copy_of(b), (dim, "down")))
     if int(blk) == Block.FULLYCONNECTED:
-        k = (b - a) % n
-        return (("abs", copy_of(a), (dim, 0 if n <= 2 or k == 1 else (
-            1 if k == n - 1 else ("peer", k)))),)
+        return tuple(("abs", copy_of(a), link) for link in peer_links(blk, n, dim, b - a))
     return tuple(("abs", copy_of(x), (dim, 0 if n <= 2 or y == (x + 1) % n else 1))
                  for x, y in route(blk, n, a, b))
+
 
 # ------------------------------------------------------------------ double binary tree
 def tree_links(n):
@@ -97,6 +95,15 @@ def tree_links(n):
     parent[sub] = root
     children[root] = [sub]
     return parent, children
+
+
+def tree_shapes(n):
+    """Both trees of ``DoubleBinaryTreeTopology`` on ``n`` NPUs, (parent, children) each:
+    ``RootMax`` (`tree_links`) and ``RootMin``, the same tree with every id one on."""
+    par0, ch0 = tree_links(n)
+    rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
+           [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
+    return (par0, ch0), rot
 
 
 def _tree_red(size, lmb, fl):
@@ -165,10 +172,7 @@ def tree_replay(n, blk, sizes, trees, bw, lat, ep, lmb, gb_is_gib, aware, fl, qu
     ``queue_of[j]``, whose NPUs each run up to ``slots`` of its chunks at once, in order;
     ``starts[j]`` may be one time per NPU (`TreeCopies`; ``inf`` for an NPU that never
     comes to it, which then never leaves it, nor do the NPUs that wait for it: None)."""
-    par0, ch0 = tree_links(n)
-    rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
-           [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
-    shape = ((par0, ch0), rot)
+    shape = tree_shapes(n)
     bpns = bw * (GIB_PER_GB if gb_is_gib else 1.0)
     k = len(sizes)
     ev, seq, busy, wait = [], [0], {}, {}
@@ -377,10 +381,7 @@ class TreeLinks:
     def __init__(self, dim, n, blk, copy_of, ep, lmb, ticks=False):
         self.dim, self.n, self.blk, self.copy_of = dim, n, int(blk), copy_of
         self.ep, self.lmb, self.ticks = ep, lmb, ticks
-        par0, ch0 = tree_links(n)
-        rot = ([-1 if p < 0 else (p + 1) % n for p in par0[-1:] + par0[:-1]],
-               [[(c + 1) % n for c in cs] for cs in ch0[-1:] + ch0[:-1]])
-        self.shape = ((par0, ch0), rot)
+        self.shape = tree_shapes(n)
         self.ch = {}  # logical id -> [tree, bytes, children's data in [n], streams [n], left]
 
     def _red(self, size):
